@@ -1,0 +1,304 @@
+"""The ``agent`` command: translates between the terminal and ``core``, nothing more.
+
+Exit codes (also in the README):
+
+* 0 the test passed; 1 the test ran and failed or timed out;
+* 2 usage or configuration error; 3 provider error; 4 plan rejected by a policy;
+* 5 sandbox error; 70 unexpected internal error; 130 interrupted (Ctrl-C or SIGTERM).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from . import contract, orchestrator
+from .errors import (
+    EXIT_CODES,
+    EXIT_TESTS_FAILED,
+    EXIT_TESTS_PASSED,
+    AgentError,
+    PlanRejected,
+    Rejection,
+    UsageError,
+)
+from .model import PatchPlan, RunResult
+from .plugins import PluginHost, disabled_from_environment
+from .serialization import to_json, to_jsonable
+
+EXIT_INTERRUPTED = 130
+MAX_PLAN_FILE_BYTES = 1024 * 1024
+
+app = typer.Typer(
+    help="Let a language model propose a code change and prove it in a network-blocked sandbox.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+seeds_app = typer.Typer(help="Seed projects a run can use.", no_args_is_help=True)
+plugins_app = typer.Typer(help="Installed plugins.", no_args_is_help=True)
+app.add_typer(seeds_app, name="seeds")
+app.add_typer(plugins_app, name="plugins")
+
+_state = {"debug": False}
+
+DebugOption = Annotated[bool, typer.Option("--debug", help="Show the traceback of any error.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+
+
+def _say(message: str) -> None:
+    typer.echo(f"agent: {message}", err=True)
+
+
+def _load_plugins() -> PluginHost:
+    host = PluginHost(disabled=disabled_from_environment())
+    for problem in host.problems:
+        _say(f"warning: {problem}")
+    return host
+
+
+def _error_json(error: AgentError) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "kind": error.kind,
+        "message": error.message,
+        "planner_task_id": error.planner_task_id,
+        "sandbox_id": error.sandbox_id,
+    }
+    if isinstance(error, PlanRejected):
+        body["rejections"] = to_jsonable(list(error.rejections))
+    return {"error": body}
+
+
+@contextmanager
+def _reporting(as_json: bool, debug: bool) -> Iterator[None]:
+    """Turn every expected failure into one message and its documented exit code."""
+    debug = debug or _state["debug"]
+    try:
+        yield
+    except AgentError as error:
+        if debug:
+            raise
+        if as_json:
+            typer.echo(json.dumps(_error_json(error), ensure_ascii=False))
+        ids = [
+            f"{label} {value}"
+            for label, value in (
+                ("planner task", error.planner_task_id),
+                ("sandbox", error.sandbox_id),
+            )
+            if value
+        ]
+        _say(f"{error.kind} error: {error.message}" + (f" ({', '.join(ids)})" if ids else ""))
+        raise typer.Exit(EXIT_CODES[error.kind]) from None
+    except KeyboardInterrupt:
+        _say("interrupted; the sandbox (if any) was terminated and its workspace removed")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except (typer.Exit, typer.Abort):
+        raise
+    except Exception as error:
+        if debug:
+            raise
+        _say(f"internal error: {type(error).__name__}: {error} (rerun with --debug for details)")
+        raise typer.Exit(EXIT_CODES["internal"]) from None
+
+
+def _read_plan_file(path: Path) -> PatchPlan:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_PLAN_FILE_BYTES + 1)
+    except OSError as error:
+        raise UsageError(f"cannot read plan file {str(path)!r}: {error.strerror}") from None
+    if len(data) > MAX_PLAN_FILE_BYTES:
+        raise PlanRejected(
+            [
+                Rejection(
+                    policy=contract.POLICY,
+                    rule="plan-json",
+                    message=f"the plan file is larger than {MAX_PLAN_FILE_BYTES} bytes",
+                )
+            ]
+        )
+    return contract.parse_plan(data)
+
+
+def _print_summary(result: RunResult) -> None:
+    if result.test_timed_out:
+        verdict = typer.style("tests TIMED OUT", fg="red", bold=True)
+    elif result.tests_passed:
+        verdict = typer.style("tests passed", fg="green", bold=True)
+    else:
+        verdict = typer.style("tests FAILED", fg="red", bold=True)
+    code = "none (killed)" if result.test_exit_code is None else str(result.test_exit_code)
+    lines = [
+        f"{verdict} (test exit code: {code})",
+        f"seed:            {result.seed}",
+        f"changed files:   {', '.join(result.changed_files) or 'none'}",
+        f"planner task ID: {result.planner_task_id or 'none (plan file)'}",
+        f"sandbox ID:      {result.sandbox_id} (terminated)",
+    ]
+    if result.usage is not None:
+        lines.append(
+            f"tokens:          {result.usage.prompt_tokens} prompt, "
+            f"{result.usage.completion_tokens} completion"
+        )
+    typer.echo("\n".join(lines))
+    typer.echo("\ndiff:")
+    typer.echo(result.diff.rstrip("\n") or "(no change)")
+    typer.echo("\ntest output:")
+    typer.echo(result.test_output.rstrip("\n") or "(none)")
+
+
+@app.callback()
+def _main(
+    debug: DebugOption = False,
+) -> None:
+    _state["debug"] = debug
+
+
+@app.command()
+def run(
+    prompt: Annotated[
+        str | None,
+        typer.Argument(help="What to change. Default: the seed's own prompt."),
+    ] = None,
+    seed: Annotated[str, typer.Option(help="Seed project to work on.")] = "calculator",
+    plan_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--plan",
+            help="Test this plan (JSON file) instead of asking a provider.",
+            dir_okay=False,
+        ),
+    ] = None,
+    planner: Annotated[str, typer.Option(help="Planner backend.")] = "openai",
+    runner: Annotated[str, typer.Option(help="Test runner (sandbox).")] = "local",
+    test_timeout: Annotated[
+        float | None,
+        typer.Option(min=0.1, help="Seconds the test may run (default: the seed's, 60)."),
+    ] = None,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Plan a change to a seed project and test it in a sandbox."""
+    with _reporting(as_json, debug):
+        if plan_file is not None and prompt is not None:
+            raise UsageError("give either a PROMPT or --plan, not both")
+        host = _load_plugins()
+        seed_project = host.seed(seed)
+        test_runner = host.runner(runner)
+        chosen_planner = host.planner(planner) if plan_file is None else None
+        given_plan = _read_plan_file(plan_file) if plan_file is not None else None
+        result = orchestrator.run(
+            seed_project,
+            runner=test_runner,
+            policies=host.all_policies(),
+            planner=chosen_planner,
+            plan=given_plan,
+            instruction=prompt,
+            test_timeout=test_timeout,
+            progress=_say,
+        )
+    if as_json:
+        typer.echo(to_json(result))
+    else:
+        _print_summary(result)
+    raise typer.Exit(EXIT_TESTS_PASSED if result.tests_passed else EXIT_TESTS_FAILED)
+
+
+@app.command()
+def validate(
+    plans: Annotated[list[Path], typer.Argument(help="Plan files (JSON) to check.")],
+    seed: Annotated[str, typer.Option(help="Seed project the plans are for.")] = "calculator",
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Check plan files against a seed's policies without running anything."""
+    all_ok = True
+    with _reporting(as_json, debug):
+        host = _load_plugins()
+        seed_project = host.seed(seed)
+        policies = host.all_policies()
+        for path in plans:
+            try:
+                rejections = orchestrator.check_plan(_read_plan_file(path), seed_project, policies)
+            except PlanRejected as error:
+                rejections = list(error.rejections)
+            except UsageError as error:
+                rejections = [Rejection(policy="agent", rule="plan-file", message=error.message)]
+            all_ok = all_ok and not rejections
+            if as_json:
+                verdict = {
+                    "file": str(path),
+                    "ok": not rejections,
+                    "rejections": to_jsonable(rejections),
+                }
+                typer.echo(json.dumps(verdict, ensure_ascii=False))
+            elif rejections:
+                typer.echo(f"rejected {path}:")
+                for rejection in rejections:
+                    typer.echo(f"  {rejection.describe()}")
+            else:
+                typer.echo(f"ok {path}")
+    raise typer.Exit(EXIT_TESTS_PASSED if all_ok else EXIT_CODES["policy"])
+
+
+@seeds_app.command("list")
+def seeds_list(as_json: JsonOption = False, debug: DebugOption = False) -> None:
+    """List the seed projects and where each comes from."""
+    with _reporting(as_json, debug):
+        host = _load_plugins()
+        rows = [
+            {
+                "name": name,
+                "plugin": registered.plugin,
+                "description": registered.item.description,
+                "editable_paths": list(registered.item.editable_paths),
+                "test_command": list(registered.item.test_command),
+            }
+            for name, registered in sorted(host.seeds.items())
+        ]
+        if as_json:
+            typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+            return
+        for row in rows:
+            typer.echo(f"{row['name']}  (plugin: {row['plugin']})")
+            typer.echo(f"  {row['description']}")
+            typer.echo(f"  editable: {', '.join(row['editable_paths'])}")
+            typer.echo(f"  test:     {' '.join(row['test_command'])}")
+
+
+@plugins_app.command("list")
+def plugins_list(as_json: JsonOption = False, debug: DebugOption = False) -> None:
+    """List plugins: name, what they provide, and where they came from."""
+    with _reporting(as_json, debug):
+        host = _load_plugins()
+        infos = host.plugin_infos()
+        if as_json:
+            typer.echo(json.dumps(to_jsonable(infos), indent=2, ensure_ascii=False))
+            return
+        for info in infos:
+            source = f"{info.distribution} {info.version}".strip()
+            typer.echo(f"{info.name}  [{', '.join(info.kinds) or 'nothing registered'}]")
+            typer.echo(f"  from {source}: {info.location}")
+
+
+def _terminate(signum: int, _: FrameType | None) -> NoReturn:
+    # Unwind like Ctrl-C so every `finally` (sandbox kill, workspace removal) runs.
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    """Entry point of the ``agent`` console script."""
+    signal.signal(signal.SIGTERM, _terminate)
+    app(prog_name="agent")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""The patch contract: what shape a plan has and which plans may reach a sandbox.
+
+Both halves are used twice, by the planner on the model's answer and by the
+orchestrator again before anything is uploaded, so a planner running elsewhere
+is never trusted on its word.
+
+Rules beyond the minimal contract, each there to protect the person reviewing a patch:
+
+* ``content-invisible``: Unicode bidirectional controls (U+202A..U+202E,
+  U+2066..U+2069) are rejected ("Trojan Source": they make code read
+  differently from how it runs), as are DEL (U+007F) and the C1 controls
+  (U+0080..U+009F), which terminals do not show.
+* ``plan-json``: an object with a repeated key is rejected, because JSON
+  parsers disagree on which value wins.
+* ``path-control``: a path may not contain control characters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .errors import PlanRejected, Rejection
+from .model import PatchPlan, SeedLimits
+from .serialization import describe_structure_error, structure
+
+POLICY = "patch-contract"
+
+_ALLOWED_CONTROLS = frozenset("\n\r\t")
+_BIDI_CONTROLS = frozenset(chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A)))
+
+
+def _reject(rule: str, message: str, path: str | None = None) -> Rejection:
+    return Rejection(policy=POLICY, rule=rule, message=message, path=path)
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise ValueError(f"repeated key {', '.join(map(repr, repeated))}")
+    return dict(pairs)
+
+
+def parse_plan(text: str | bytes) -> PatchPlan:
+    """Read a plan from JSON text: an object with exactly the key ``files``.
+
+    :raises PlanRejected: with rule ``plan-json`` or ``plan-shape``.
+    """
+    try:
+        data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except (ValueError, RecursionError) as error:
+        raise PlanRejected([_reject("plan-json", f"the plan is not valid JSON: {error}")]) from None
+    return plan_from_data(data)
+
+
+def plan_from_data(data: object) -> PatchPlan:
+    """Structure already-decoded JSON into a :class:`PatchPlan`, strictly.
+
+    :raises PlanRejected: with rule ``plan-shape`` naming every problem.
+    """
+    try:
+        return structure(data, PatchPlan)
+    except Exception as error:  # cattrs raises a tree of ordinary exceptions
+        problems = describe_structure_error(error, root="plan")
+        raise PlanRejected(
+            [_reject("plan-shape", f"{problem}; expected {_SHAPE}") for problem in problems]
+        ) from None
+
+
+_SHAPE = '{"files": [{"path": "...", "content": "..."}]}'
+
+
+def check_plan(
+    plan: PatchPlan, *, editable_paths: Sequence[str], limits: SeedLimits
+) -> list[Rejection]:
+    """Every way ``plan`` breaks the contract for a seed; empty if it keeps it."""
+    rejections: list[Rejection] = []
+    count = len(plan.files)
+    if not 1 <= count <= limits.max_files:
+        rejections.append(
+            _reject(
+                "file-count",
+                f"a plan replaces 1 to {limits.max_files} files; this one has {count}",
+            )
+        )
+    seen: set[str] = set()
+    total_bytes = 0
+    for entry in plan.files:
+        path_problems = list(_path_problems(entry.path, editable_paths, limits))
+        rejections.extend(path_problems)
+        if entry.path in seen:
+            rejections.append(_reject("path-duplicate", "the path appears twice", entry.path))
+        seen.add(entry.path)
+        label = entry.path if not path_problems else repr(entry.path)
+        rejections.extend(_content_problems(entry.content, label))
+        total_bytes += len(entry.content.encode("utf-8", errors="replace"))
+    if total_bytes > limits.max_total_bytes:
+        rejections.append(
+            _reject(
+                "total-size",
+                f"all files together are {total_bytes} UTF-8 bytes; "
+                f"the limit is {limits.max_total_bytes}",
+            )
+        )
+    return rejections
+
+
+def _path_problems(
+    path: str, editable_paths: Sequence[str], limits: SeedLimits
+) -> Iterable[Rejection]:
+    shown = repr(path)
+    if not path:
+        yield _reject("path-empty", "the path is empty", shown)
+        return
+    if len(path) > limits.max_path_chars:
+        yield _reject(
+            "path-length",
+            f"the path has {len(path)} characters; the limit is {limits.max_path_chars}",
+            shown[:80] + "...",
+        )
+        return
+    if "\\" in path:
+        yield _reject("path-backslash", "the path contains a backslash", shown)
+    if "\x00" in path:
+        yield _reject("path-nul", "the path contains a NUL character", shown)
+    elif any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in path):
+        yield _reject("path-control", "the path contains a control character", shown)
+    bad_segments = [s for s in path.split("/") if s in ("", ".", "..")]
+    if bad_segments:
+        kind = "an absolute path" if path.startswith("/") else "an empty, '.' or '..' segment"
+        yield _reject("path-segment", f"the path has {kind}", shown)
+    if path not in editable_paths:
+        allowed = ", ".join(editable_paths) or "none"
+        yield _reject("path-not-editable", f"the path is not editable (editable: {allowed})", shown)
+
+
+def _content_problems(content: str, path: str) -> Iterable[Rejection]:
+    if "\x00" in content:
+        yield _reject("content-nul", "the content contains a NUL character", path)
+    controls = sorted(
+        {c for c in content if ord(c) < 0x20 and c not in _ALLOWED_CONTROLS and c != "\x00"}
+    )
+    if controls:
+        yield _reject(
+            "content-control",
+            f"the content contains control characters {_codepoints(controls)}",
+            path,
+        )
+    invisible = sorted({c for c in content if c in _BIDI_CONTROLS or 0x7F <= ord(c) <= 0x9F})
+    if invisible:
+        yield _reject(
+            "content-invisible",
+            f"the content contains invisible or bidirectional controls {_codepoints(invisible)}",
+            path,
+        )
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError as error:
+        yield _reject(
+            "content-encoding",
+            f"the content cannot be encoded as UTF-8 at character {error.start} (a lone surrogate)",
+            path,
+        )
+
+
+def _codepoints(chars: Iterable[str]) -> str:
+    return ", ".join(f"U+{ord(c):04X}" for c in chars)
+
+
+def validate_plan(
+    plan: PatchPlan,
+    *,
+    editable_paths: Sequence[str],
+    limits: SeedLimits,
+    planner_task_id: str | None = None,
+) -> PatchPlan:
+    """Return ``plan`` if it keeps the contract.
+
+    :raises PlanRejected: listing every broken rule.
+    """
+    rejections = check_plan(plan, editable_paths=editable_paths, limits=limits)
+    if rejections:
+        raise PlanRejected(rejections, planner_task_id=planner_task_id)
+    return plan

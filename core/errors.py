@@ -1,0 +1,107 @@
+"""The errors a run can end in, each carrying what the user needs to act on it.
+
+The CLI maps each kind to one documented exit code (see :data:`EXIT_CODES`);
+nothing else in the project decides exit codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+
+@attrs.frozen
+class Rejection:
+    """One reason a policy gives for refusing a plan.
+
+    :param policy: name of the policy that refused it.
+    :param rule: short, stable name of the rule that was broken.
+    :param message: what is wrong, for a person.
+    :param path: the plan file concerned, or ``None`` when the rule is about the whole plan.
+    """
+
+    policy: str
+    rule: str
+    message: str
+    path: str | None = None
+
+    def describe(self) -> str:
+        where = f" ({self.path})" if self.path is not None else ""
+        return f"[{self.policy}:{self.rule}]{where} {self.message}"
+
+
+class AgentError(Exception):
+    """Base of every error the agent reports to its user instead of a traceback."""
+
+    kind = "internal"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        planner_task_id: str | None = None,
+        sandbox_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.planner_task_id = planner_task_id
+        self.sandbox_id = sandbox_id
+
+
+class UsageError(AgentError):
+    """The command line, a file it names, or the configuration is wrong."""
+
+    kind = "usage"
+
+
+class ConfigurationError(UsageError):
+    """A setting (usually an environment variable) is missing or invalid."""
+
+    kind = "configuration"
+
+
+class ProviderError(AgentError):
+    """The model provider could not be reached or gave an unusable answer."""
+
+    kind = "provider"
+
+
+class PlanRejected(AgentError):
+    """One or more policies refused the plan; every reason is kept."""
+
+    kind = "policy"
+
+    def __init__(
+        self,
+        rejections: Sequence[Rejection],
+        *,
+        planner_task_id: str | None = None,
+    ) -> None:
+        self.rejections = tuple(rejections)
+        lines = "\n".join(f"  {r.describe()}" for r in self.rejections)
+        count = len(self.rejections)
+        noun = "reason" if count == 1 else "reasons"
+        super().__init__(
+            f"the plan was rejected ({count} {noun}):\n{lines}",
+            planner_task_id=planner_task_id,
+        )
+
+
+class SandboxError(AgentError):
+    """The sandbox could not be created or failed for a reason other than the test."""
+
+    kind = "sandbox"
+
+
+#: Exit codes of the ``agent`` command, by error kind. 0 and 1 are the test's verdict.
+EXIT_TESTS_PASSED = 0
+EXIT_TESTS_FAILED = 1
+EXIT_CODES: dict[str, int] = {
+    "usage": 2,
+    "configuration": 2,
+    "provider": 3,
+    "policy": 4,
+    "sandbox": 5,
+    "internal": 70,
+}

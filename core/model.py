@@ -1,0 +1,220 @@
+"""The data every part of a run exchanges: plans, seeds, jobs and results.
+
+All of it is attrs classes, frozen and validated at construction, and all of it
+(except :class:`SeedProject`, which names local files) round-trips through the
+cattrs converter in :mod:`sandboxed_coding_agent.core.serialization`, so a
+planner or a runner may live in another process or on another machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import MappingProxyType
+
+import attrs
+from attrs import validators as v
+
+
+def _as_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise TypeError("expected a sequence of strings, not a single string")
+    return tuple(value)
+
+
+def _frozen_mapping(value: Mapping[str, bytes]) -> Mapping[str, bytes]:
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen
+class PatchFile:
+    """One complete replacement of a file of the seed project.
+
+    :param path: the file's path relative to the project root, ``/``-separated.
+    :param content: the file's whole new text.
+    """
+
+    path: str = attrs.field(validator=v.instance_of(str))
+    content: str = attrs.field(validator=v.instance_of(str))
+
+
+@attrs.frozen
+class PatchPlan:
+    """What a planner proposes: whole-file replacements, never a partial edit."""
+
+    files: tuple[PatchFile, ...] = attrs.field(
+        converter=tuple,
+        validator=v.deep_iterable(v.instance_of(PatchFile)),
+    )
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(f.path for f in self.files)
+
+
+@attrs.frozen
+class SeedLimits:
+    """Bounds that apply to plans for a seed and to the sandbox that tests them.
+
+    :param max_files: most files one plan may replace.
+    :param max_total_bytes: most UTF-8 bytes of all replaced files together.
+    :param max_path_chars: longest path a plan may name.
+    :param test_timeout_seconds: wall-clock limit for the test command.
+    :param max_output_bytes: how much of the test's output is kept.
+    """
+
+    max_files: int = attrs.field(default=3, validator=v.ge(1))
+    max_total_bytes: int = attrs.field(default=12_000, validator=v.ge(1))
+    max_path_chars: int = attrs.field(default=160, validator=v.ge(1))
+    test_timeout_seconds: float = attrs.field(default=60.0, validator=v.gt(0))
+    max_output_bytes: int = attrs.field(default=12_000, validator=v.ge(256))
+
+
+@attrs.frozen
+class SeedProject:
+    """A small project whose test proves a patch: its files, what may change, how to test.
+
+    :param name: how users select it (``agent run --seed NAME``).
+    :param description: one line for ``agent seeds list``.
+    :param root: the folder holding the files; it is only ever read.
+    :param files: every file of the project, relative to ``root``.
+    :param editable_paths: the files a plan may replace; never the tests.
+    :param test_command: argv run in the project folder inside the sandbox;
+        a leading ``python`` means the sandbox's Python interpreter.
+    :param default_prompt: the instruction used when the user gives none.
+    :param limits: bounds on plans and on the test run.
+    """
+
+    name: str = attrs.field(validator=v.matches_re(r"[a-z0-9][a-z0-9._-]{0,63}"))
+    description: str
+    root: Path = attrs.field(converter=Path)
+    files: tuple[str, ...] = attrs.field(converter=_as_tuple)
+    editable_paths: tuple[str, ...] = attrs.field(converter=_as_tuple)
+    test_command: tuple[str, ...] = attrs.field(converter=_as_tuple, validator=v.min_len(1))
+    default_prompt: str
+    limits: SeedLimits = attrs.field(factory=SeedLimits)
+
+    @editable_paths.validator
+    def _editable_paths_are_files(self, _: attrs.Attribute[object], value: tuple[str, ...]) -> None:
+        unknown = sorted(set(value) - set(self.files))
+        if unknown:
+            raise ValueError(f"editable paths are not files of the seed: {', '.join(unknown)}")
+
+    def read_files(self) -> dict[str, bytes]:
+        """Read every file of the seed; nothing is ever written back."""
+        return {path: (self.root / path).read_bytes() for path in self.files}
+
+
+@attrs.frozen
+class PlanRequest:
+    """What a planner receives: everything it may show the model, and the bounds of the answer.
+
+    :param seed: name of the seed project.
+    :param instruction: what the user asked for.
+    :param files: every seed file's text by path, tests included (read-only).
+    :param editable_paths: the paths the plan may replace.
+    :param limits: bounds the plan must respect.
+    """
+
+    seed: str
+    instruction: str
+    files: Mapping[str, str]
+    editable_paths: tuple[str, ...]
+    limits: SeedLimits
+
+
+@attrs.frozen
+class TokenUsage:
+    """Tokens the provider reports for one call."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@attrs.frozen
+class PlannerResult:
+    """A validated plan and how it was made.
+
+    :param planner: name of the planner that made it.
+    :param planner_task_id: identifies this planner call in logs, errors and results.
+    :param plan: the plan, already checked against the patch contract.
+    :param model: the model that answered, when known.
+    :param response_id: the provider's own ID of its answer, when given.
+    :param usage: tokens used, when reported.
+    :param duration_seconds: wall time of the planner call.
+    """
+
+    planner: str
+    planner_task_id: str
+    plan: PatchPlan
+    model: str | None = None
+    response_id: str | None = None
+    usage: TokenUsage | None = None
+    duration_seconds: float | None = None
+
+
+@attrs.frozen
+class SandboxJob:
+    """Everything a runner needs to test a patch, and nothing else.
+
+    :param seed: name of the seed project, for labels only.
+    :param files: the project files with the replacement applied, by path.
+    :param test_command: argv to run in the project folder.
+    :param timeout_seconds: wall-clock limit of the test.
+    :param max_output_bytes: how much of the test's output to keep.
+    """
+
+    seed: str
+    files: Mapping[str, bytes] = attrs.field(converter=_frozen_mapping)
+    test_command: tuple[str, ...] = attrs.field(converter=_as_tuple, validator=v.min_len(1))
+    timeout_seconds: float = attrs.field(validator=v.gt(0))
+    max_output_bytes: int = attrs.field(validator=v.ge(256))
+
+
+@attrs.frozen
+class SandboxOutcome:
+    """What happened in the sandbox; the sandbox itself is gone by the time this exists.
+
+    :param runner: name of the runner.
+    :param sandbox_id: identifies the (terminated) sandbox.
+    :param exit_code: the test process's exit code; ``None`` if it was killed.
+    :param output: the test's combined stdout and stderr, bounded.
+    :param output_truncated: whether output was cut at the bound.
+    :param timed_out: whether the test hit its wall-clock limit.
+    :param duration_seconds: wall time from sandbox start to termination.
+    """
+
+    runner: str
+    sandbox_id: str
+    exit_code: int | None
+    output: str
+    output_truncated: bool = False
+    timed_out: bool = False
+    duration_seconds: float = 0.0
+
+    @property
+    def tests_passed(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@attrs.frozen
+class RunResult:
+    """The outcome of one ``agent run``: what changed and whether the seed's test passed."""
+
+    seed: str
+    instruction: str
+    planner: str | None
+    planner_task_id: str | None
+    runner: str
+    sandbox_id: str
+    changed_files: tuple[str, ...]
+    diff: str
+    tests_passed: bool
+    test_exit_code: int | None
+    test_output: str
+    test_output_truncated: bool
+    test_timed_out: bool
+    model: str | None = None
+    usage: TokenUsage | None = None
+    planner_seconds: float | None = None
+    sandbox_seconds: float = 0.0

@@ -1,0 +1,141 @@
+"""One run: plan (or take a given plan), check it with every policy, test it in a sandbox.
+
+The seed's files are read once into memory and never written: the runner gets
+a copy with the replacement applied.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from .errors import PlanRejected, Rejection
+from .model import PatchPlan, PlannerResult, PlanRequest, RunResult, SandboxJob, SeedProject
+from .protocols import PatchPolicy, Planner, Runner
+
+Progress = Callable[[str], None]
+
+
+def _silent(_: str) -> None:
+    pass
+
+
+def check_plan(
+    plan: PatchPlan, seed: SeedProject, policies: Sequence[PatchPolicy]
+) -> list[Rejection]:
+    """Ask every policy about ``plan``; all their reasons, in policy order."""
+    rejections: list[Rejection] = []
+    for policy in policies:
+        try:
+            rejections.extend(policy.check(plan, seed))
+        except Exception as error:  # a policy that cannot decide must not let the plan through
+            rejections.append(
+                Rejection(
+                    policy=policy.name,
+                    rule="policy-failed",
+                    message=f"the policy failed: {type(error).__name__}: {error}",
+                )
+            )
+    return rejections
+
+
+def unified_diff(before: dict[str, bytes], plan: PatchPlan) -> tuple[tuple[str, ...], str]:
+    """The paths the plan really changes, and a unified diff of those changes."""
+    changed: list[str] = []
+    chunks: list[str] = []
+    for entry in plan.files:
+        old_text = before.get(entry.path, b"").decode("utf-8", errors="replace")
+        if old_text == entry.content:
+            continue
+        changed.append(entry.path)
+        chunks.extend(
+            difflib.unified_diff(
+                old_text.splitlines(keepends=True),
+                entry.content.splitlines(keepends=True),
+                fromfile=f"a/{entry.path}",
+                tofile=f"b/{entry.path}",
+            )
+        )
+    diff = "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
+    return tuple(changed), diff
+
+
+def plan_request(seed: SeedProject, instruction: str, files: dict[str, bytes]) -> PlanRequest:
+    return PlanRequest(
+        seed=seed.name,
+        instruction=instruction,
+        files={path: data.decode("utf-8", errors="replace") for path, data in files.items()},
+        editable_paths=seed.editable_paths,
+        limits=seed.limits,
+    )
+
+
+def run(
+    seed: SeedProject,
+    *,
+    runner: Runner,
+    policies: Sequence[PatchPolicy],
+    planner: Planner | None = None,
+    plan: PatchPlan | None = None,
+    instruction: str | None = None,
+    test_timeout: float | None = None,
+    progress: Progress = _silent,
+) -> RunResult:
+    """Plan with ``planner`` (or use ``plan``), check it, and test it in a fresh sandbox.
+
+    :raises ProviderError: the planner failed; no sandbox was created.
+    :raises PlanRejected: a policy refused the plan; no sandbox was created.
+    :raises SandboxError: the sandbox failed for a reason other than the test.
+    """
+    if (planner is None) == (plan is None):
+        raise ValueError("give exactly one of planner and plan")
+    instruction = instruction or seed.default_prompt
+    files = seed.read_files()
+    planned: PlannerResult | None = None
+    if planner is not None:
+        progress(f"asking planner {planner.name!r} for a patch to seed {seed.name!r}")
+        planned = planner.plan(plan_request(seed, instruction, files))
+        plan = planned.plan
+        progress(f"planner task {planned.planner_task_id} proposed {', '.join(plan.paths)}")
+    assert plan is not None
+    task_id = planned.planner_task_id if planned else None
+    rejections = check_plan(plan, seed, policies)
+    if rejections:
+        raise PlanRejected(rejections, planner_task_id=task_id)
+    changed, diff = unified_diff(files, plan)
+    patched = dict(files)
+    patched.update({entry.path: entry.content.encode("utf-8") for entry in plan.files})
+    limits = seed.limits
+    if test_timeout is not None:
+        limits = attrs.evolve(limits, test_timeout_seconds=test_timeout)
+    job = SandboxJob(
+        seed=seed.name,
+        files=patched,
+        test_command=seed.test_command,
+        timeout_seconds=limits.test_timeout_seconds,
+        max_output_bytes=limits.max_output_bytes,
+    )
+    progress(f"testing in runner {runner.name!r}: {' '.join(seed.test_command)}")
+    outcome = runner.run_test(job)
+    progress(f"sandbox {outcome.sandbox_id} terminated")
+    return RunResult(
+        seed=seed.name,
+        instruction=instruction,
+        planner=planned.planner if planned else None,
+        planner_task_id=task_id,
+        runner=outcome.runner,
+        sandbox_id=outcome.sandbox_id,
+        changed_files=changed,
+        diff=diff,
+        tests_passed=outcome.tests_passed,
+        test_exit_code=outcome.exit_code,
+        test_output=outcome.output,
+        test_output_truncated=outcome.output_truncated,
+        test_timed_out=outcome.timed_out,
+        model=planned.model if planned else None,
+        usage=planned.usage if planned else None,
+        planner_seconds=planned.duration_seconds if planned else None,
+        sandbox_seconds=outcome.duration_seconds,
+    )

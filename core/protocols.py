@@ -1,0 +1,74 @@
+"""What a plugin's planner, policy and runner objects look like.
+
+These are structural types: any object with these attributes and methods
+works; there is nothing to inherit from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol, runtime_checkable
+
+from .errors import Rejection
+from .model import PatchPlan, PlannerResult, PlanRequest, SandboxJob, SandboxOutcome, SeedProject
+
+
+@runtime_checkable
+class Planner(Protocol):
+    """Asks a model (or anything else) for a plan.
+
+    ``plan`` must give every call a new planner task ID, put it in the result
+    and in every :class:`~sandboxed_coding_agent.core.errors.ProviderError` it
+    raises, and check its plan with
+    :func:`sandboxed_coding_agent.core.contract.validate_plan` before returning.
+    It may do its work in another process or on another machine: the request
+    and the result are plain data.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    def plan(self, request: PlanRequest) -> PlannerResult: ...
+
+
+@runtime_checkable
+class PatchPolicy(Protocol):
+    """Decides whether a plan may be tested.
+
+    ``check`` returns (or yields) one :class:`Rejection` per reason to refuse
+    the plan and nothing if the plan is acceptable. Every registered policy is
+    asked, and all their reasons are reported together. It must not change
+    anything, and must not raise for a bad plan: a bad plan is a rejection.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    def check(self, plan: PatchPlan, seed: SeedProject) -> Iterable[Rejection]: ...
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """Runs a seed's test on patched files in a sandbox, and terminates the sandbox.
+
+    ``run_test`` must create a new sandbox holding only ``job.files``, run
+    ``job.test_command`` in it within ``job.timeout_seconds``, and terminate
+    the sandbox before returning or raising, whatever happened. A test that
+    fails or times out is a normal outcome; a sandbox that cannot be created
+    or fails for its own reasons raises
+    :class:`~sandboxed_coding_agent.core.errors.SandboxError` with its ID.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    def run_test(self, job: SandboxJob) -> SandboxOutcome: ...

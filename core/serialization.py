@@ -1,0 +1,91 @@
+"""The one cattrs converter: strict when structuring untrusted JSON, plain when writing results."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import cattrs
+import cattrs.v
+from cattrs.cols import homogenous_tuple_structure_factory
+
+T = TypeVar("T")
+
+converter = cattrs.Converter(forbid_extra_keys=True)
+
+
+def _strict_str(value: object, _: type) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _strict_int(value: object, _: type) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _list_only(cls: Any) -> Any:
+    # cattrs would happily iterate a string or the keys of an object into a tuple.
+    base = homogenous_tuple_structure_factory(cls, converter)
+
+    def structure(value: object, _: type) -> Any:
+        if not isinstance(value, list):
+            raise TypeError(f"expected a list, got {type(value).__name__}")
+        return base(value, cls)
+
+    return structure
+
+
+def _require_object(cls: type[Any]) -> Any:
+    base = converter.gen_structure_attrs_fromdict(cls)
+
+    def structure(value: object, _: type) -> Any:
+        if not isinstance(value, Mapping):
+            raise TypeError(f"expected an object, got {type(value).__name__}")
+        return base(value, cls)
+
+    return structure
+
+
+converter.register_structure_hook(str, _strict_str)
+converter.register_structure_hook(int, _strict_int)
+converter.register_structure_hook_factory(
+    lambda t: getattr(t, "__origin__", None) is tuple and t.__args__[-1] is Ellipsis, _list_only
+)
+converter.register_structure_hook_factory(
+    lambda t: isinstance(t, type) and hasattr(t, "__attrs_attrs__"), _require_object
+)
+converter.register_unstructure_hook(bytes, lambda b: base64.b64encode(b).decode("ascii"))
+converter.register_structure_hook(bytes, lambda s, _: base64.b64decode(s, validate=True))
+converter.register_unstructure_hook_func(
+    lambda t: t == Mapping[str, bytes],
+    lambda m: {k: converter.unstructure(b, bytes) for k, b in m.items()},
+)
+
+
+def structure(data: object, cls: type[T]) -> T:
+    """Build ``cls`` from JSON-like data; unknown keys and wrong types are errors."""
+    return converter.structure(data, cls)
+
+
+def describe_structure_error(error: Exception, root: str = "$") -> list[str]:
+    """Turn a cattrs error into short lines such as ``expected a string @ $.files[0].path``."""
+    return cattrs.transform_error(error, path=root, format_exception=_format_exception)
+
+
+def _format_exception(error: BaseException, cls: type | None) -> str:
+    if isinstance(error, TypeError) and str(error).startswith("expected "):
+        return str(error)
+    return cattrs.v.format_exception(error, cls)
+
+
+def to_jsonable(value: object) -> Any:
+    return converter.unstructure(value)
+
+
+def to_json(value: object, *, indent: int | None = None) -> str:
+    return json.dumps(to_jsonable(value), indent=indent, ensure_ascii=False)

@@ -1,0 +1,28 @@
+"""The built-in calculator seed: ``add`` is deliberately broken, its test says so."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+from sandboxed_coding_agent.core.hookspecs import hookimpl
+from sandboxed_coding_agent.core.model import SeedProject
+
+
+def calculator_seed() -> SeedProject:
+    root = Path(str(resources.files("sandboxed_coding_agent.seed_projects") / "calculator"))
+    return SeedProject(
+        name="calculator",
+        description="A one-function calculator whose add() subtracts; its unittest expects 5.",
+        root=root,
+        files=("calculator.py", "check_calculator.py"),
+        editable_paths=("calculator.py",),
+        test_command=("python", "-m", "unittest", "-v", "check_calculator"),
+        default_prompt="Fix calculator.add so the test passes. Change only calculator.py.",
+    )
+
+
+@hookimpl
+def register_seeds(register: Callable[[SeedProject], None]) -> None:
+    register(calculator_seed())

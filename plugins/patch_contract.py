@@ -1,0 +1,31 @@
+"""The patch contract as a policy, so the orchestrator checks every plan again."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from sandboxed_coding_agent.core import contract
+from sandboxed_coding_agent.core.errors import Rejection
+from sandboxed_coding_agent.core.hookspecs import hookimpl
+from sandboxed_coding_agent.core.model import PatchPlan, SeedProject
+from sandboxed_coding_agent.core.protocols import PatchPolicy
+
+
+@attrs.frozen
+class PatchContract:
+    """Paths, file count, size and text rules every plan must keep (see ``core.contract``)."""
+
+    name: str = contract.POLICY
+    description: str = (
+        "1 to 3 whole-file replacements of editable paths, clean UTF-8 text, 12,000 bytes at most"
+    )
+
+    def check(self, plan: PatchPlan, seed: SeedProject) -> list[Rejection]:
+        return contract.check_plan(plan, editable_paths=seed.editable_paths, limits=seed.limits)
+
+
+@hookimpl
+def register_policies(register: Callable[[PatchPolicy], None]) -> None:
+    register(PatchContract())
