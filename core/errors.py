@@ -15,10 +15,10 @@ import attrs
 class Rejection:
     """One reason a policy gives for refusing a plan.
 
-    :param policy: name of the policy that refused it.
-    :param rule: short, stable name of the rule that was broken.
-    :param message: what is wrong, for a person.
-    :param path: the plan file concerned, or ``None`` when the rule is about the whole plan.
+    :ivar policy: name of the policy that refused it.
+    :ivar rule: short, stable name of the rule that was broken.
+    :ivar message: what is wrong, for a person.
+    :ivar path: the plan file concerned, or ``None`` when the rule is about the whole plan.
     """
 
     policy: str

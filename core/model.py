@@ -30,8 +30,8 @@ def _frozen_mapping(value: Mapping[str, bytes]) -> Mapping[str, bytes]:
 class PatchFile:
     """One complete replacement of a file of the seed project.
 
-    :param path: the file's path relative to the project root, ``/``-separated.
-    :param content: the file's whole new text.
+    :ivar path: the file's path relative to the project root, ``/``-separated.
+    :ivar content: the file's whole new text.
     """
 
     path: str = attrs.field(validator=v.instance_of(str))
@@ -56,11 +56,11 @@ class PatchPlan:
 class SeedLimits:
     """Bounds that apply to plans for a seed and to the sandbox that tests them.
 
-    :param max_files: most files one plan may replace.
-    :param max_total_bytes: most UTF-8 bytes of all replaced files together.
-    :param max_path_chars: longest path a plan may name.
-    :param test_timeout_seconds: wall-clock limit for the test command.
-    :param max_output_bytes: how much of the test's output is kept.
+    :ivar max_files: most files one plan may replace.
+    :ivar max_total_bytes: most UTF-8 bytes of all replaced files together.
+    :ivar max_path_chars: longest path a plan may name.
+    :ivar test_timeout_seconds: wall-clock limit for the test command.
+    :ivar max_output_bytes: how much of the test's output is kept.
     """
 
     max_files: int = attrs.field(default=3, validator=v.ge(1))
@@ -74,15 +74,15 @@ class SeedLimits:
 class SeedProject:
     """A small project whose test proves a patch: its files, what may change, how to test.
 
-    :param name: how users select it (``agent run --seed NAME``).
-    :param description: one line for ``agent seeds list``.
-    :param root: the folder holding the files; it is only ever read.
-    :param files: every file of the project, relative to ``root``.
-    :param editable_paths: the files a plan may replace; never the tests.
-    :param test_command: argv run in the project folder inside the sandbox;
+    :ivar name: how users select it (``agent run --seed NAME``).
+    :ivar description: one line for ``agent seeds list``.
+    :ivar root: the folder holding the files; it is only ever read.
+    :ivar files: every file of the project, relative to ``root``.
+    :ivar editable_paths: the files a plan may replace; never the tests.
+    :ivar test_command: argv run in the project folder inside the sandbox;
         a leading ``python`` means the sandbox's Python interpreter.
-    :param default_prompt: the instruction used when the user gives none.
-    :param limits: bounds on plans and on the test run.
+    :ivar default_prompt: the instruction used when the user gives none.
+    :ivar limits: bounds on plans and on the test run.
     """
 
     name: str = attrs.field(validator=v.matches_re(r"[a-z0-9][a-z0-9._-]{0,63}"))
@@ -109,11 +109,11 @@ class SeedProject:
 class PlanRequest:
     """What a planner receives: everything it may show the model, and the bounds of the answer.
 
-    :param seed: name of the seed project.
-    :param instruction: what the user asked for.
-    :param files: every seed file's text by path, tests included (read-only).
-    :param editable_paths: the paths the plan may replace.
-    :param limits: bounds the plan must respect.
+    :ivar seed: name of the seed project.
+    :ivar instruction: what the user asked for.
+    :ivar files: every seed file's text by path, tests included (read-only).
+    :ivar editable_paths: the paths the plan may replace.
+    :ivar limits: bounds the plan must respect.
     """
 
     seed: str
@@ -135,13 +135,13 @@ class TokenUsage:
 class PlannerResult:
     """A validated plan and how it was made.
 
-    :param planner: name of the planner that made it.
-    :param planner_task_id: identifies this planner call in logs, errors and results.
-    :param plan: the plan, already checked against the patch contract.
-    :param model: the model that answered, when known.
-    :param response_id: the provider's own ID of its answer, when given.
-    :param usage: tokens used, when reported.
-    :param duration_seconds: wall time of the planner call.
+    :ivar planner: name of the planner that made it.
+    :ivar planner_task_id: identifies this planner call in logs, errors and results.
+    :ivar plan: the plan, already checked against the patch contract.
+    :ivar model: the model that answered, when known.
+    :ivar response_id: the provider's own ID of its answer, when given.
+    :ivar usage: tokens used, when reported.
+    :ivar duration_seconds: wall time of the planner call.
     """
 
     planner: str
@@ -157,11 +157,11 @@ class PlannerResult:
 class SandboxJob:
     """Everything a runner needs to test a patch, and nothing else.
 
-    :param seed: name of the seed project, for labels only.
-    :param files: the project files with the replacement applied, by path.
-    :param test_command: argv to run in the project folder.
-    :param timeout_seconds: wall-clock limit of the test.
-    :param max_output_bytes: how much of the test's output to keep.
+    :ivar seed: name of the seed project, for labels only.
+    :ivar files: the project files with the replacement applied, by path.
+    :ivar test_command: argv to run in the project folder.
+    :ivar timeout_seconds: wall-clock limit of the test.
+    :ivar max_output_bytes: how much of the test's output to keep.
     """
 
     seed: str
@@ -175,13 +175,13 @@ class SandboxJob:
 class SandboxOutcome:
     """What happened in the sandbox; the sandbox itself is gone by the time this exists.
 
-    :param runner: name of the runner.
-    :param sandbox_id: identifies the (terminated) sandbox.
-    :param exit_code: the test process's exit code; ``None`` if it was killed.
-    :param output: the test's combined stdout and stderr, bounded.
-    :param output_truncated: whether output was cut at the bound.
-    :param timed_out: whether the test hit its wall-clock limit.
-    :param duration_seconds: wall time from sandbox start to termination.
+    :ivar runner: name of the runner.
+    :ivar sandbox_id: identifies the (terminated) sandbox.
+    :ivar exit_code: the test process's exit code; ``None`` if it was killed.
+    :ivar output: the test's combined stdout and stderr, bounded.
+    :ivar output_truncated: whether output was cut at the bound.
+    :ivar timed_out: whether the test hit its wall-clock limit.
+    :ivar duration_seconds: wall time from sandbox start to termination.
     """
 
     runner: str
