@@ -106,6 +106,24 @@ class SeedProject:
 
 
 @attrs.frozen
+class PlannerOptions:
+    """Per-run choices about how the planner talks to its provider, set from the command line.
+
+    Plain data, so a planner running in another process or on another machine gets them too.
+
+    :ivar timeout_seconds: how long to wait to connect, and for each part of the answer.
+    :ivar max_retries: further attempts after a rate limit, a server error or a lost
+        connection (never after a timeout or a 4xx answer).
+    :ivar structured_output: send the plan's JSON Schema as
+        ``response_format: {"type": "json_schema", ...}`` instead of asking for any JSON object.
+    """
+
+    timeout_seconds: float = attrs.field(default=90.0, converter=float, validator=v.gt(0))
+    max_retries: int = attrs.field(default=3, validator=[v.ge(0), v.le(10)])
+    structured_output: bool = False
+
+
+@attrs.frozen
 class PlanRequest:
     """What a planner receives: everything it may show the model, and the bounds of the answer.
 
@@ -114,6 +132,7 @@ class PlanRequest:
     :ivar files: every seed file's text by path, tests included (read-only).
     :ivar editable_paths: the paths the plan may replace.
     :ivar limits: bounds the plan must respect.
+    :ivar options: how to talk to the provider for this run.
     """
 
     seed: str
@@ -121,6 +140,7 @@ class PlanRequest:
     files: Mapping[str, str]
     editable_paths: tuple[str, ...]
     limits: SeedLimits
+    options: PlannerOptions = attrs.field(factory=PlannerOptions)
 
 
 @attrs.frozen
@@ -218,3 +238,4 @@ class RunResult:
     usage: TokenUsage | None = None
     planner_seconds: float | None = None
     sandbox_seconds: float = 0.0
+    response_id: str | None = None

@@ -12,7 +12,15 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from .errors import PlanRejected, Rejection
-from .model import PatchPlan, PlannerResult, PlanRequest, RunResult, SandboxJob, SeedProject
+from .model import (
+    PatchPlan,
+    PlannerOptions,
+    PlannerResult,
+    PlanRequest,
+    RunResult,
+    SandboxJob,
+    SeedProject,
+)
 from .protocols import PatchPolicy, Planner, Runner
 
 Progress = Callable[[str], None]
@@ -62,13 +70,19 @@ def unified_diff(before: dict[str, bytes], plan: PatchPlan) -> tuple[tuple[str, 
     return tuple(changed), diff
 
 
-def plan_request(seed: SeedProject, instruction: str, files: dict[str, bytes]) -> PlanRequest:
+def plan_request(
+    seed: SeedProject,
+    instruction: str,
+    files: dict[str, bytes],
+    options: PlannerOptions | None = None,
+) -> PlanRequest:
     return PlanRequest(
         seed=seed.name,
         instruction=instruction,
         files={path: data.decode("utf-8", errors="replace") for path, data in files.items()},
         editable_paths=seed.editable_paths,
         limits=seed.limits,
+        options=options or PlannerOptions(),
     )
 
 
@@ -81,6 +95,7 @@ def run(
     plan: PatchPlan | None = None,
     instruction: str | None = None,
     test_timeout: float | None = None,
+    planner_options: PlannerOptions | None = None,
     progress: Progress = _silent,
 ) -> RunResult:
     """Plan with ``planner`` (or use ``plan``), check it, and test it in a fresh sandbox.
@@ -96,7 +111,7 @@ def run(
     planned: PlannerResult | None = None
     if planner is not None:
         progress(f"asking planner {planner.name!r} for a patch to seed {seed.name!r}")
-        planned = planner.plan(plan_request(seed, instruction, files))
+        planned = planner.plan(plan_request(seed, instruction, files, planner_options))
         plan = planned.plan
         progress(f"planner task {planned.planner_task_id} proposed {', '.join(plan.paths)}")
     assert plan is not None
@@ -137,5 +152,6 @@ def run(
         model=planned.model if planned else None,
         usage=planned.usage if planned else None,
         planner_seconds=planned.duration_seconds if planned else None,
+        response_id=planned.response_id if planned else None,
         sandbox_seconds=outcome.duration_seconds,
     )

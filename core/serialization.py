@@ -28,6 +28,13 @@ def _strict_int(value: object, _: type) -> int:
     return value
 
 
+def _strict_bool(value: object, _: type) -> bool:
+    # Needed of its own: bool subclasses int, so the int hook would claim (and refuse) it.
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, got {type(value).__name__}")
+    return value
+
+
 def _list_only(cls: Any) -> Any:
     # cattrs would happily iterate a string or the keys of an object into a tuple.
     base = homogenous_tuple_structure_factory(cls, converter)
@@ -53,6 +60,7 @@ def _require_object(cls: type[Any]) -> Any:
 
 converter.register_structure_hook(str, _strict_str)
 converter.register_structure_hook(int, _strict_int)
+converter.register_structure_hook(bool, _strict_bool)
 converter.register_structure_hook_factory(
     lambda t: getattr(t, "__origin__", None) is tuple and t.__args__[-1] is Ellipsis, _list_only
 )
