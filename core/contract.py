@@ -12,7 +12,12 @@ Rules beyond the minimal contract, each there to protect the person reviewing a 
   (U+0080..U+009F), which terminals do not show.
 * ``plan-json``: an object with a repeated key is rejected, because JSON
   parsers disagree on which value wins.
-* ``path-control``: a path may not contain control characters.
+* ``path-control``: a path may not contain control characters (below U+0020,
+  DEL or C1).
+
+Every rejection about a file names it by its path as given, or by the path's
+``repr`` when it is empty or holds characters a terminal would not show as they
+are; a path over the length limit is cut there and ends in ``...``.
 """
 
 from __future__ import annotations
@@ -88,12 +93,11 @@ def check_plan(
     seen: set[str] = set()
     total_bytes = 0
     for entry in plan.files:
-        path_problems = list(_path_problems(entry.path, editable_paths, limits))
-        rejections.extend(path_problems)
+        label = _label(entry.path, limits)
+        rejections.extend(_path_problems(entry.path, label, editable_paths, limits))
         if entry.path in seen:
-            rejections.append(_reject("path-duplicate", "the path appears twice", entry.path))
+            rejections.append(_reject("path-duplicate", "the path appears twice", label))
         seen.add(entry.path)
-        label = entry.path if not path_problems else repr(entry.path)
         rejections.extend(_content_problems(entry.content, label))
         total_bytes += len(entry.content.encode("utf-8", errors="replace"))
     if total_bytes > limits.max_total_bytes:
@@ -107,10 +111,16 @@ def check_plan(
     return rejections
 
 
+def _label(path: str, limits: SeedLimits) -> str:
+    """How every rejection names a file: as given, or its ``repr`` if printing it could mislead."""
+    cut = path[: limits.max_path_chars]
+    shown = cut if cut and cut.isprintable() else repr(cut)
+    return shown if cut == path else shown + "..."
+
+
 def _path_problems(
-    path: str, editable_paths: Sequence[str], limits: SeedLimits
+    path: str, shown: str, editable_paths: Sequence[str], limits: SeedLimits
 ) -> Iterable[Rejection]:
-    shown = repr(path)
     if not path:
         yield _reject("path-empty", "the path is empty", shown)
         return
@@ -118,7 +128,7 @@ def _path_problems(
         yield _reject(
             "path-length",
             f"the path has {len(path)} characters; the limit is {limits.max_path_chars}",
-            shown[:80] + "...",
+            shown,
         )
         return
     if "\\" in path:
