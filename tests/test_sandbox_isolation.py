@@ -1,0 +1,539 @@
+"""A hostile patch runs inside the sandbox: each test plants one and checks the host side.
+
+The hostile ``calculator.py`` does its attempt when the test imports it, prints
+what happened (``PROBE name: refused ...`` or ``PROBE name: succeeded ...``) so a
+broken attempt cannot pass silently, and then defines a correct ``add``, so the
+run itself passes. Every verdict is taken on the host: the listener saw nothing,
+the file does not exist, no process carries the marker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import textwrap
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import AGENT, API_KEY, FIXED_CALCULATOR, AgentRun, wait_until
+
+from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome
+from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
+from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox, bwrap_executable
+
+REPO = Path(__file__).resolve().parents[1]
+SEED_ROOT = calculator_seed().root.resolve()
+
+PRELUDE = """\
+import json, os, socket, subprocess, sys, time
+
+
+def probe(name, attempt):
+    try:
+        value = attempt()
+    except OSError as error:
+        print(f"PROBE {name}: refused {type(error).__name__}: {error}", flush=True)
+    else:
+        print(f"PROBE {name}: succeeded {value!r}", flush=True)
+
+
+"""
+CORRECT_ADD = "\n\ndef add(left, right):\n    return left + right\n"
+
+
+def hostile(body: str) -> str:
+    """A ``calculator.py`` that runs ``body`` when imported, then adds correctly."""
+    return PRELUDE + textwrap.dedent(body) + CORRECT_ADD
+
+
+def marker() -> str:
+    return f"sca-{uuid.uuid4().hex}"
+
+
+def seed_digest() -> dict[str, str]:
+    return {
+        str(path.relative_to(SEED_ROOT)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(SEED_ROOT.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.fixture(autouse=True)
+def seed_is_never_changed() -> Iterator[None]:
+    before = seed_digest()
+    yield
+    assert seed_digest() == before
+
+
+@pytest.fixture
+def run_hostile(
+    run_agent: Callable[..., AgentRun], write_plan: Callable[..., Path]
+) -> Callable[..., AgentRun]:
+    """Run a hostile patch through ``agent run --plan``; then prove the next run still passes."""
+
+    def run(body: str, env: dict[str, str] | None = None) -> AgentRun:
+        plan = write_plan({"files": [{"path": "calculator.py", "content": hostile(body)}]})
+        hostile_run = run_agent(
+            "run", "--plan", str(plan), "--seed", "calculator", "--json", env=env
+        )
+        assert hostile_run.returncode == 0, hostile_run.stdout + hostile_run.stderr
+        assert list(hostile_run.tmpdir.iterdir()) == [], "a workspace was left behind"
+
+        fixed = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
+        next_run = run_agent("run", "--plan", str(fixed), "--json")
+        assert next_run.returncode == 0, next_run.stderr
+        assert next_run.json()["tests_passed"] is True
+        return hostile_run
+
+    return run
+
+
+def probe_line(output: str, name: str) -> str:
+    return next(line for line in output.splitlines() if line.startswith(f"PROBE {name}: "))
+
+
+def output_of(run: AgentRun) -> str:
+    return str(run.json()["test_output"])
+
+
+def run_in_process(body: str, timeout: float = 30) -> SandboxOutcome:
+    """Test a hostile patch through the Python API, in this very process."""
+    seed = calculator_seed()
+    files = seed.read_files()
+    files["calculator.py"] = hostile(body).encode()
+    job = SandboxJob(
+        seed=seed.name,
+        files=files,
+        test_command=seed.test_command,
+        timeout_seconds=timeout,
+        max_output_bytes=seed.limits.max_output_bytes,
+    )
+    return LocalSandbox().run_test(job)
+
+
+# --- network ---------------------------------------------------------------------------------
+
+
+def test_patch_cannot_reach_a_tcp_listener_on_host_loopback(
+    run_hostile: Callable[..., AgentRun],
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+
+        run = run_hostile(
+            f"""
+            probe("tcp", lambda: socket.create_connection(("127.0.0.1", {port}), timeout=3))
+            probe("interfaces", lambda: [name for _, name in socket.if_nameindex()])
+            """
+        )
+
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    output = output_of(run)
+    assert "PROBE tcp: refused" in output
+    assert "PROBE interfaces: succeeded ['lo']" in output
+
+
+def test_patch_cannot_send_udp_to_host_loopback(run_hostile: Callable[..., AgentRun]) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as receiver:
+        receiver.bind(("127.0.0.1", 0))
+        receiver.setblocking(False)
+        port = receiver.getsockname()[1]
+
+        run = run_hostile(
+            f"""
+            def send():
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                    return s.sendto(b"leak", ("127.0.0.1", {port}))
+            probe("udp", send)
+            """
+        )
+
+        with pytest.raises(BlockingIOError):
+            receiver.recvfrom(100)
+    # The datagram leaves the socket (into the sandbox's own loopback): only the host can tell.
+    assert "PROBE udp: " in output_of(run)
+
+
+@pytest.fixture
+def dns_listeners() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """UDP and TCP listeners on 127.0.0.1:53, where a resolver with no configuration asks."""
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        try:
+            udp.bind(("127.0.0.1", 53))
+            tcp.bind(("127.0.0.1", 53))
+        except OSError as error:
+            pytest.fail(f"this test needs port 53 on 127.0.0.1 (it runs as root): {error}")
+        tcp.listen()
+        udp.setblocking(False)
+        tcp.setblocking(False)
+        yield udp, tcp
+    finally:
+        udp.close()
+        tcp.close()
+
+
+def test_patch_cannot_resolve_any_name(
+    run_hostile: Callable[..., AgentRun], dns_listeners: tuple[socket.socket, socket.socket]
+) -> None:
+    udp, tcp = dns_listeners
+    name = f"{marker()}.example.com"
+
+    run = run_hostile(
+        f"""
+        probe("dns", lambda: socket.getaddrinfo("{name}", 80))
+        probe("dns-direct", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(
+            b"\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00", ("127.0.0.1", 53)))
+        """
+    )
+
+    with pytest.raises(BlockingIOError):
+        udp.recvfrom(512)
+    with pytest.raises(BlockingIOError):
+        tcp.accept()
+    output = output_of(run)
+    assert "PROBE dns: refused gaierror" in output
+    assert "PROBE dns-direct: " in output
+
+
+def test_patch_cannot_reach_a_unix_socket_in_host_tmp(
+    run_hostile: Callable[..., AgentRun],
+) -> None:
+    path = Path("/tmp") / f"{marker()}.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        listener.listen()
+        listener.setblocking(False)
+        try:
+            run = run_hostile(
+                f"""
+                def connect():
+                    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    s.connect("{path}")
+                    return s
+                probe("unix", connect)
+                """
+            )
+
+            with pytest.raises(BlockingIOError):
+                listener.accept()
+        finally:
+            path.unlink()
+    assert "PROBE unix: refused" in output_of(run)
+
+
+def test_patch_cannot_reach_an_abstract_unix_socket_on_the_host(
+    run_hostile: Callable[..., AgentRun],
+) -> None:
+    # Abstract sockets have no file: only the network namespace keeps them apart.
+    name = marker()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind("\0" + name)
+        listener.listen()
+        listener.setblocking(False)
+
+        run = run_hostile(
+            f"""
+            def connect():
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect("\\0{name}")
+                return s
+            probe("abstract", connect)
+            """
+        )
+
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    assert "PROBE abstract: refused" in output_of(run)
+
+
+# --- secrets ---------------------------------------------------------------------------------
+
+DUMP_EVERY_ENVIRONMENT = """
+print("ENVIRON", json.dumps(dict(os.environ)), flush=True)
+for pid in sorted(p for p in os.listdir("/proc") if p.isdigit()):
+    probe(f"environ-{pid}", lambda: open(f"/proc/{pid}/environ", "rb").read())
+    probe(f"cmdline-{pid}", lambda: open(f"/proc/{pid}/cmdline", "rb").read())
+"""
+
+
+def test_patch_sees_no_variable_of_the_callers_environment(
+    run_hostile: Callable[..., AgentRun],
+) -> None:
+    secret = marker()
+
+    run = run_hostile(DUMP_EVERY_ENVIRONMENT, env={"CALLER_SECRET": secret})
+
+    output = output_of(run)
+    assert "PROBE environ-1: succeeded b''" in output  # bwrap's own init, started with nothing
+    for leaked in (API_KEY, secret, "CODING_AGENT_", "CALLER_SECRET"):
+        assert leaked not in run.stdout
+        assert leaked not in run.stderr
+    environ = next(line for line in output.splitlines() if line.startswith("ENVIRON "))
+    assert set(eval_json(environ.removeprefix("ENVIRON ")).keys()) <= {
+        "PATH",
+        "HOME",
+        "LANG",
+        "PYTHONDONTWRITEBYTECODE",
+        "PWD",
+    }
+
+
+def eval_json(text: str) -> dict[str, Any]:
+    value = json.loads(text)
+    assert isinstance(value, dict)
+    return value
+
+
+def test_patch_cannot_read_the_agent_process_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    secret = marker()
+    monkeypatch.setenv("CODING_AGENT_API_KEY", secret)
+    agent_pid = os.getpid()
+
+    outcome = run_in_process(
+        DUMP_EVERY_ENVIRONMENT
+        + f"""
+probe("agent-environ", lambda: open("/proc/{agent_pid}/environ", "rb").read())
+probe("agent-parent", lambda: open("/proc/{os.getppid()}/environ", "rb").read())
+"""
+    )
+
+    assert outcome.tests_passed, outcome.output
+    assert secret not in outcome.output
+    assert "PROBE agent-environ: refused" in outcome.output
+
+
+@pytest.fixture
+def home_canary() -> Iterator[tuple[Path, str]]:
+    """A file with a secret in a uniquely named folder under the real ``$HOME``."""
+    folder = Path.home() / f".{marker()}"
+    folder.mkdir()
+    canary = folder / "credentials"
+    secret = marker()
+    canary.write_text(secret)
+    try:
+        yield canary, secret
+    finally:
+        canary.unlink(missing_ok=True)
+        folder.rmdir()
+
+
+def test_patch_cannot_read_files_under_the_callers_home(
+    run_hostile: Callable[..., AgentRun], home_canary: tuple[Path, str]
+) -> None:
+    canary, secret = home_canary
+
+    run = run_hostile(
+        f"""
+        probe("canary", lambda: open("{canary}").read())
+        probe("home", lambda: os.listdir("{Path.home()}"))
+        probe("ssh", lambda: os.listdir("{Path.home() / ".ssh"}"))
+        """
+    )
+
+    output = output_of(run)
+    assert "PROBE canary: refused" in output
+    assert secret not in output
+    assert canary.parent.name not in probe_line(output, "home")
+
+
+def test_patch_cannot_read_the_project_checkout_or_the_seed_folder(
+    run_hostile: Callable[..., AgentRun],
+) -> None:
+    run = run_hostile(
+        f"""
+        probe("checkout", lambda: open("{REPO / "pyproject.toml"}").read())
+        probe("checkout-list", lambda: os.listdir("{REPO}"))
+        probe("seed", lambda: open("{SEED_ROOT / "check_calculator.py"}").read())
+        probe("venv", lambda: os.listdir("{REPO / ".venv"}"))
+        """
+    )
+
+    output = output_of(run)
+    for name in ("checkout", "checkout-list", "seed", "venv"):
+        assert f"PROBE {name}: refused" in output
+
+
+def test_patch_cannot_read_the_hosts_tmp(run_hostile: Callable[..., AgentRun]) -> None:
+    canary = Path("/tmp") / marker()
+    secret = marker()
+    canary.write_text(secret)
+    try:
+        run = run_hostile(
+            f"""
+            probe("tmp-canary", lambda: open("{canary}").read())
+            probe("tmp-list", lambda: os.listdir("/tmp"))
+            """
+        )
+    finally:
+        canary.unlink()
+
+    output = output_of(run)
+    assert "PROBE tmp-canary: refused" in output
+    assert secret not in output
+    assert probe_line(output, "tmp-list") == "PROBE tmp-list: succeeded []"
+
+
+# --- writes ----------------------------------------------------------------------------------
+
+
+def test_patch_writes_outside_the_workspace_never_reach_the_host(
+    run_hostile: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    name = marker()
+    targets = [
+        Path("/tmp") / name,
+        Path.home() / name,
+        SEED_ROOT / name,
+        REPO / name,
+        tmp_path / "agent-tmp" / name,  # the agent's own TMPDIR
+    ]
+    try:
+        run = run_hostile(
+            "".join(
+                f"probe('write-{i}', lambda: open('{target}', 'w').write('escaped'))\n"
+                f"probe('mkdir-{i}', lambda: os.makedirs('{target}.d/x'))\n"
+                for i, target in enumerate(targets)
+            )
+        )
+
+        for target in targets:
+            assert not target.exists()
+            assert not Path(f"{target}.d").exists()
+    finally:
+        for target in targets:
+            target.unlink(missing_ok=True)
+            if Path(f"{target}.d").exists():
+                Path(f"{target}.d/x").rmdir()
+                Path(f"{target}.d").rmdir()
+    # The sandbox's own /tmp is private and writable: the attempt really ran.
+    assert "PROBE write-0: succeeded" in output_of(run)
+
+
+def test_seed_files_stay_unchanged_when_the_patch_rewrites_the_test(
+    run_hostile: Callable[..., AgentRun],
+) -> None:
+    before = seed_digest()
+
+    run = run_hostile(
+        """
+        def rewrite():
+            with open("check_calculator.py", "w") as f:
+                f.write("raise SystemExit(0)\\n")
+            with open("calculator.py", "a") as f:
+                f.write("# tampered\\n")
+            with open("planted.py", "w") as f:
+                f.write("# planted\\n")
+            return sorted(os.listdir("."))
+        probe("rewrite", rewrite)
+        """
+    )
+
+    assert "PROBE rewrite: succeeded ['calculator.py', 'check_calculator.py', 'planted.py']" in (
+        output_of(run)
+    )
+    assert seed_digest() == before
+
+
+# --- processes -------------------------------------------------------------------------------
+
+ESCAPES = {
+    "setsid": """
+        subprocess.Popen(["setsid", sys.executable, "-c", "import time\\nwhile True: time.sleep(1)",
+                          "{marker}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """,
+    "double-fork": """
+        if os.fork() == 0:
+            if os.fork() == 0:
+                os.setsid()
+                os.execv(sys.executable, [sys.executable, "-c",
+                         "import time\\nwhile True: time.sleep(1)", "{marker}"])
+            os._exit(0)
+        os.wait()
+    """,
+    "nohup": """
+        subprocess.Popen(["nohup", "sh", "-c", "while :; do sleep 1; done", "{marker}"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    """,
+}
+
+
+def host_processes_with(text: str) -> list[int]:
+    """PIDs of host processes whose command line contains ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if text.encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("escape", sorted(ESCAPES))
+def test_no_process_started_by_the_patch_outlives_the_sandbox(escape: str) -> None:
+    tag = marker()
+    body = textwrap.dedent(ESCAPES[escape]).replace("{marker}", tag) + "time.sleep(1.5)\n"
+    outcome: list[SandboxOutcome] = []
+    run = threading.Thread(target=lambda: outcome.append(run_in_process(body)))
+
+    run.start()
+    # While the sandbox runs, the escapee is visible from the host: the check below can see it.
+    seen_running = wait_until(lambda: bool(host_processes_with(tag)), timeout=10)
+    run.join()
+
+    assert seen_running, f"the {escape} child never started"
+    assert outcome[0].tests_passed, outcome[0].output
+    assert host_processes_with(tag) == []
+
+
+# --- a sandbox that cannot start --------------------------------------------------------------
+
+
+def test_a_sandbox_that_cannot_start_exits_5_with_a_clear_message(
+    agent_env: dict[str, str], write_plan: Callable[..., Path]
+) -> None:
+    plan = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
+    # Run the agent where creating user namespaces is forbidden, so its bwrap cannot start.
+    no_userns = [
+        str(bwrap_executable()),
+        "--unshare-user",
+        "--disable-userns",
+        "--dev-bind",
+        "/",
+        "/",
+        "--",
+    ]
+
+    done = subprocess.run(
+        [*no_userns, str(AGENT), "run", "--plan", str(plan), "--json"],
+        env=agent_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert "sandbox error: the sandbox could not be created" in done.stderr
+    assert "Traceback" not in done.stderr
+    error = eval_json(done.stdout)["error"]
+    assert error["kind"] == "sandbox"
+    assert error["sandbox_id"].startswith("sbx-")
+    assert list((Path(agent_env["TMPDIR"])).iterdir()) == []
