@@ -44,13 +44,41 @@ app = typer.Typer(
 )
 seeds_app = typer.Typer(help="Seed projects a run can use.", no_args_is_help=True)
 plugins_app = typer.Typer(help="Installed plugins.", no_args_is_help=True)
+policies_app = typer.Typer(help="Policies that check plans before a sandbox.", no_args_is_help=True)
 app.add_typer(seeds_app, name="seeds")
 app.add_typer(plugins_app, name="plugins")
+app.add_typer(policies_app, name="policies")
 
 _state = {"debug": False}
+_disabled_plugins: list[str] = []
+
 
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show the traceback of any error.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+SeedOption = Annotated[
+    str,
+    typer.Option(
+        help="Seed project: a name from `agent seeds list`, or a folder with a seed.toml "
+        "(write ./NAME for a folder in the current directory)."
+    ),
+]
+PolicyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--policy",
+        metavar="NAME",
+        help="Switch on a policy that is off by default (repeatable; see `agent policies list`).",
+    ),
+]
+NoPolicyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--no-policy",
+        metavar="NAME",
+        help="Switch off a policy, even one the seed switches on (repeatable). "
+        "The patch contract cannot be switched off.",
+    ),
+]
 
 
 def _say(message: str) -> None:
@@ -58,7 +86,7 @@ def _say(message: str) -> None:
 
 
 def _load_plugins() -> PluginHost:
-    host = PluginHost(disabled=disabled_from_environment())
+    host = PluginHost(disabled=[*disabled_from_environment(), *_disabled_plugins])
     for problem in host.problems:
         _say(f"warning: {problem}")
     return host
@@ -158,8 +186,18 @@ def _print_summary(result: RunResult) -> None:
 @app.callback()
 def _main(
     debug: DebugOption = False,
+    disable_plugin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--disable-plugin",
+            metavar="NAME",
+            help="Run without this plugin (repeatable; see `agent plugins list`). "
+            "Also SANDBOXED_CODING_AGENT_DISABLE_PLUGINS=name,...",
+        ),
+    ] = None,
 ) -> None:
     _state["debug"] = debug
+    _disabled_plugins[:] = disable_plugin or []
 
 
 @app.command()
@@ -168,7 +206,7 @@ def run(
         str | None,
         typer.Argument(help="What to change. Default: the seed's own prompt."),
     ] = None,
-    seed: Annotated[str, typer.Option(help="Seed project to work on.")] = "calculator",
+    seed: SeedOption = "calculator",
     plan_file: Annotated[
         Path | None,
         typer.Option(
@@ -183,6 +221,8 @@ def run(
         float | None,
         typer.Option(min=0.1, help="Seconds the test may run (default: the seed's, 60)."),
     ] = None,
+    policy: PolicyOption = None,
+    no_policy: NoPolicyOption = None,
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -198,7 +238,9 @@ def run(
         result = orchestrator.run(
             seed_project,
             runner=test_runner,
-            policies=host.all_policies(),
+            policies=host.policies_for(
+                seed_project, switch_on=policy or (), switch_off=no_policy or ()
+            ),
             planner=chosen_planner,
             plan=given_plan,
             instruction=prompt,
@@ -215,7 +257,9 @@ def run(
 @app.command()
 def validate(
     plans: Annotated[list[Path], typer.Argument(help="Plan files (JSON) to check.")],
-    seed: Annotated[str, typer.Option(help="Seed project the plans are for.")] = "calculator",
+    seed: SeedOption = "calculator",
+    policy: PolicyOption = None,
+    no_policy: NoPolicyOption = None,
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -224,7 +268,9 @@ def validate(
     with _reporting(as_json, debug):
         host = _load_plugins()
         seed_project = host.seed(seed)
-        policies = host.all_policies()
+        policies = host.policies_for(
+            seed_project, switch_on=policy or (), switch_off=no_policy or ()
+        )
         for path in plans:
             try:
                 rejections = orchestrator.check_plan(_read_plan_file(path), seed_project, policies)
@@ -249,34 +295,102 @@ def validate(
     raise typer.Exit(EXIT_TESTS_PASSED if all_ok else EXIT_CODES["policy"])
 
 
+def _seed_row(host: PluginHost, name: str) -> dict[str, Any]:
+    seed = host.seed(name)
+    return {
+        "name": seed.name,
+        "source": host.seed_source(name),
+        "description": seed.description,
+        "root": str(seed.root),
+        "files": list(seed.files),
+        "editable_paths": list(seed.editable_paths),
+        "editable_files": list(seed.editable_files),
+        "test_files": list(seed.test_files),
+        "test_command": list(seed.test_command),
+        "default_prompt": seed.default_prompt,
+        "limits": to_jsonable(seed.limits),
+        "policies": {policy: dict(parameters) for policy, parameters in seed.policies.items()},
+    }
+
+
 @seeds_app.command("list")
 def seeds_list(as_json: JsonOption = False, debug: DebugOption = False) -> None:
-    """List the seed projects and where each comes from."""
+    """List the seed projects, where each comes from, what may change and how it is tested."""
+    with _reporting(as_json, debug):
+        host = _load_plugins()
+        rows = [_seed_row(host, name) for name in sorted(host.seeds)]
+        if as_json:
+            typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+            return
+        for row in rows:
+            typer.echo(f"{row['name']}  ({row['source']})")
+            typer.echo(f"  {row['description']}")
+            typer.echo(f"  editable: {', '.join(row['editable_paths'])}")
+            typer.echo(f"  test:     {' '.join(row['test_command'])}")
+        typer.echo("\nA folder with a seed.toml is a seed too: agent run --seed ./path/to/folder")
+
+
+@seeds_app.command("show")
+def seeds_show(
+    name: Annotated[str, typer.Argument(help="A seed name, or a folder with a seed.toml.")],
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Show everything about one seed: source, files, editable and test files, policies."""
+    with _reporting(as_json, debug):
+        row = _seed_row(_load_plugins(), name)
+        if as_json:
+            typer.echo(json.dumps(row, indent=2, ensure_ascii=False))
+            return
+        limits = ", ".join(f"{key} {value}" for key, value in row["limits"].items())
+        policies = [
+            f"{policy} {json.dumps(parameters, ensure_ascii=False) if parameters else ''}".strip()
+            for policy, parameters in row["policies"].items()
+        ]
+        lines = [
+            f"{row['name']}: {row['description']}",
+            f"source:         {row['source']}",
+            f"root:           {row['root']}",
+            f"files:          {', '.join(row['files'])}",
+            f"editable:       {', '.join(row['editable_paths'])}",
+            f"editable files: {', '.join(row['editable_files'])}",
+            f"test files:     {', '.join(row['test_files']) or 'none'}",
+            f"test command:   {' '.join(row['test_command'])}",
+            f"default prompt: {row['default_prompt']}",
+            f"limits:         {limits}",
+            f"policies:       {'; '.join(policies) or 'none switched on by the seed'}",
+        ]
+        typer.echo("\n".join(lines))
+
+
+@policies_app.command("list")
+def policies_list(as_json: JsonOption = False, debug: DebugOption = False) -> None:
+    """List policies: name, when they run (always, on or off by default), plugin."""
     with _reporting(as_json, debug):
         host = _load_plugins()
         rows = [
             {
                 "name": name,
+                "activation": registered.item.activation,
                 "plugin": registered.plugin,
                 "description": registered.item.description,
-                "editable_paths": list(registered.item.editable_paths),
-                "test_command": list(registered.item.test_command),
             }
-            for name, registered in sorted(host.seeds.items())
+            for name, registered in host.policies.items()
         ]
         if as_json:
             typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
             return
+        when = {"always": "always on", "on": "on by default", "off": "off by default"}
         for row in rows:
-            typer.echo(f"{row['name']}  (plugin: {row['plugin']})")
+            typer.echo(
+                f"{row['name']}  ({when[row['activation']]}; {host.describe(row['plugin'])})"
+            )
             typer.echo(f"  {row['description']}")
-            typer.echo(f"  editable: {', '.join(row['editable_paths'])}")
-            typer.echo(f"  test:     {' '.join(row['test_command'])}")
 
 
 @plugins_app.command("list")
 def plugins_list(as_json: JsonOption = False, debug: DebugOption = False) -> None:
-    """List plugins: name, what they provide, and where they came from."""
+    """List plugins: what they provide, their distribution and version, where they loaded from."""
     with _reporting(as_json, debug):
         host = _load_plugins()
         infos = host.plugin_infos()
@@ -285,8 +399,12 @@ def plugins_list(as_json: JsonOption = False, debug: DebugOption = False) -> Non
             return
         for info in infos:
             source = f"{info.distribution} {info.version}".strip()
-            typer.echo(f"{info.name}  [{', '.join(info.kinds) or 'nothing registered'}]")
+            provides = ", ".join(info.kinds) or "nothing registered"
+            status = "" if info.status == "loaded" else f" {info.status.upper()}"
+            typer.echo(f"{info.name}  [{provides}]{status}")
             typer.echo(f"  from {source}: {info.location}")
+            if info.problem:
+                typer.echo(f"  problem: {info.problem}")
 
 
 def _terminate(signum: int, _: FrameType | None) -> NoReturn:

@@ -15,6 +15,12 @@ from types import MappingProxyType
 import attrs
 from attrs import validators as v
 
+from . import patterns
+
+#: Files that steer a test run (pytest's conftest and configuration), so they count as
+#: test files in every seed: a plan that could rewrite them could fake any test result.
+ALWAYS_TEST_PATHS = ("**/conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini")
+
 
 def _as_tuple(value: Iterable[str]) -> tuple[str, ...]:
     if isinstance(value, str):
@@ -24,6 +30,12 @@ def _as_tuple(value: Iterable[str]) -> tuple[str, ...]:
 
 def _frozen_mapping(value: Mapping[str, bytes]) -> Mapping[str, bytes]:
     return MappingProxyType(dict(value))
+
+
+def _frozen_parameters(
+    value: Mapping[str, Mapping[str, object]],
+) -> Mapping[str, Mapping[str, object]]:
+    return MappingProxyType({name: MappingProxyType(dict(p)) for name, p in value.items()})
 
 
 @attrs.frozen
@@ -78,11 +90,17 @@ class SeedProject:
     :ivar description: one line for ``agent seeds list``.
     :ivar root: the folder holding the files; it is only ever read.
     :ivar files: every file of the project, relative to ``root``.
-    :ivar editable_paths: the files a plan may replace; never the tests.
+    :ivar editable_paths: the files a plan may replace: paths or patterns
+        (:mod:`~sandboxed_coding_agent.core.patterns`), each matching at least one
+        file, none matching a test file. Plans may only replace existing files.
     :ivar test_command: argv run in the project folder inside the sandbox;
         a leading ``python`` means the sandbox's Python interpreter.
     :ivar default_prompt: the instruction used when the user gives none.
     :ivar limits: bounds on plans and on the test run.
+    :ivar test_paths: paths or patterns of the files that prove a patch; together with
+        :data:`ALWAYS_TEST_PATHS` they are the seed's test files, which are never editable.
+    :ivar policies: policies this seed switches on, by name, each with its parameters
+        (an empty mapping keeps the policy's defaults).
     """
 
     name: str = attrs.field(validator=v.matches_re(r"[a-z0-9][a-z0-9._-]{0,63}"))
@@ -93,12 +111,34 @@ class SeedProject:
     test_command: tuple[str, ...] = attrs.field(converter=_as_tuple, validator=v.min_len(1))
     default_prompt: str
     limits: SeedLimits = attrs.field(factory=SeedLimits)
+    test_paths: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
+    policies: Mapping[str, Mapping[str, object]] = attrs.field(
+        factory=dict, converter=_frozen_parameters
+    )
 
     @editable_paths.validator
     def _editable_paths_are_files(self, _: attrs.Attribute[object], value: tuple[str, ...]) -> None:
-        unknown = sorted(set(value) - set(self.files))
+        for pattern in value:
+            problem = patterns.pattern_problem(pattern)
+            if problem:
+                raise ValueError(f"editable path {pattern!r}: {problem}")
+        unknown = [p for p in value if not any(patterns.matches(f, p) for f in self.files)]
         if unknown:
             raise ValueError(f"editable paths are not files of the seed: {', '.join(unknown)}")
+        tests = [f for f in self.test_files if patterns.matches_any(f, value)]
+        if tests:
+            raise ValueError(f"editable paths match test files: {', '.join(tests)}")
+
+    @property
+    def test_files(self) -> tuple[str, ...]:
+        """The files that prove a patch and that no plan may replace."""
+        marks = (*self.test_paths, *ALWAYS_TEST_PATHS)
+        return tuple(f for f in self.files if patterns.matches_any(f, marks))
+
+    @property
+    def editable_files(self) -> tuple[str, ...]:
+        """The files a plan may replace: :attr:`editable_paths` expanded against :attr:`files`."""
+        return tuple(f for f in self.files if patterns.matches_any(f, self.editable_paths))
 
     def read_files(self) -> dict[str, bytes]:
         """Read every file of the seed; nothing is ever written back."""

@@ -80,7 +80,7 @@ def plan_request(
         seed=seed.name,
         instruction=instruction,
         files={path: data.decode("utf-8", errors="replace") for path, data in files.items()},
-        editable_paths=seed.editable_paths,
+        editable_paths=seed.editable_files,
         limits=seed.limits,
         options=options or PlannerOptions(),
     )

@@ -1,24 +1,29 @@
 """The plugin host: one pluggy manager, the built-in plugins, and entry-point plugins.
 
 Built-in plugins are registered through the same hooks as third-party ones,
-so a third-party plugin can do anything a built-in one can.
+so a third-party plugin can do anything a built-in one can. Built-ins are
+registered first and keep their names: a third-party plugin cannot replace the
+patch contract or a built-in seed by registering the same name.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable, Iterable
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import attrs
+import cattrs
 import pluggy
 
-from . import hookspecs
+from . import contract, hookspecs, manifest
 from .errors import UsageError
 from .model import SeedProject
 from .protocols import PatchPolicy, Planner, Runner
+from .serialization import describe_structure_error
 
 ENTRY_POINT_GROUP = "sandboxed_coding_agent"
 DISABLE_ENV = "SANDBOXED_CODING_AGENT_DISABLE_PLUGINS"
@@ -26,20 +31,17 @@ DISABLE_ENV = "SANDBOXED_CODING_AGENT_DISABLE_PLUGINS"
 DEFAULT_PLUGINS = (
     "sandboxed_coding_agent.plugins.calculator_seed",
     "sandboxed_coding_agent.plugins.patch_contract",
+    "sandboxed_coding_agent.plugins.python_ast_policy",
     "sandboxed_coding_agent.plugins.openai_planner",
     "sandboxed_coding_agent.plugins.local_sandbox",
 )
+#: Plugins nobody may disable: every other rule relies on the patch contract.
+REQUIRED_PLUGINS = frozenset({"patch_contract"})
+ACTIVATIONS = ("always", "on", "off")
 
 OWN_DISTRIBUTION = "sandboxed-coding-agent"
 
 T = TypeVar("T")
-
-
-def _own_version() -> str:
-    try:
-        return metadata.version(OWN_DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 @attrs.frozen
@@ -52,46 +54,94 @@ class Registered(Generic[T]):
 
 @attrs.frozen
 class PluginInfo:
-    """What ``agent plugins list`` shows about one plugin."""
+    """What ``agent plugins list`` shows about one plugin.
+
+    :ivar status: ``loaded``, ``disabled`` or ``broken``; :attr:`problem` says why it is broken.
+    """
 
     name: str
     kinds: tuple[str, ...]
     distribution: str
     version: str
     location: str
+    status: str = "loaded"
+    problem: str | None = None
 
 
-_KINDS = {
-    "register_seeds": "seed",
-    "register_planners": "planner",
-    "register_policies": "policy",
-    "register_runners": "runner",
+@attrs.frozen
+class _Origin:
+    distribution: str
+    version: str
+    location: str
+
+
+_KINDS: dict[str, tuple[str, type]] = {
+    "register_seeds": ("seed", SeedProject),
+    "register_planners": ("planner", Planner),
+    "register_policies": ("policy", PatchPolicy),
+    "register_runners": ("runner", Runner),
 }
 
 
 class PluginHost:
     """Loads plugins once and holds what they registered, by kind and name.
 
-    A plugin that fails to import, to register, or to run its hook is left
-    out and described in :attr:`problems`; the rest keep working.
+    A plugin that fails to import, does not match the hooks, raises in a hook
+    or registers something malformed is left out (wholly or that one thing)
+    and described, one line each, in :attr:`problems`; the rest keep working.
+
+    :param disabled: plugin names not to load (``SANDBOXED_CODING_AGENT_DISABLE_PLUGINS``).
+    :param entry_points: whether to load third-party plugins at all.
+    :raises UsageError: when asked to disable a plugin nobody may disable.
     """
 
     def __init__(self, *, disabled: Iterable[str] = (), entry_points: bool = True) -> None:
         self.manager = pluggy.PluginManager(ENTRY_POINT_GROUP)
         self.manager.add_hookspecs(hookspecs)
         self.problems: list[str] = []
-        self._origin: dict[str, tuple[str, str]] = {}
+        self._origins: dict[str, _Origin] = {}
+        self._broken: dict[str, str] = {}
+        self._order: list[str] = []
+        disabled = [name for name in dict.fromkeys(disabled) if name]
+        required = sorted(REQUIRED_PLUGINS.intersection(disabled))
+        if required:
+            raise UsageError(
+                f"plugin {required[0]!r} cannot be disabled: it provides the patch contract, "
+                "which every plan must keep"
+            )
         for name in disabled:
             self.manager.set_blocked(name)
+        own = _distribution_version(OWN_DISTRIBUTION)
         for module_name in DEFAULT_PLUGINS:
-            self._register(importlib.import_module(module_name), module_name.rsplit(".", 1)[1])
-            self._origin[module_name.rsplit(".", 1)[1]] = (OWN_DISTRIBUTION, _own_version())
+            module = importlib.import_module(module_name)
+            name = module_name.rsplit(".", 1)[1]
+            self._origins[name] = _Origin(OWN_DISTRIBUTION, own, str(module.__file__))
+            self._register(module, name)
         if entry_points:
             self._load_entry_points()
+        for name in disabled:
+            if name not in self._origins:
+                self.problems.append(
+                    f"plugin {name!r} was asked to be disabled but is not installed"
+                )
         self.seeds: dict[str, Registered[SeedProject]] = self._collect("register_seeds")
         self.planners: dict[str, Registered[Planner]] = self._collect("register_planners")
         self.policies: dict[str, Registered[PatchPolicy]] = self._collect("register_policies")
         self.runners: dict[str, Registered[Runner]] = self._collect("register_runners")
+        if self.policies.get(contract.POLICY, Registered(None, "")).plugin != "patch_contract":
+            raise UsageError("the patch contract is missing; reinstall sandboxed-coding-agent")
+
+    def describe(self, plugin: str) -> str:
+        """``plugin 'NAME' (DISTRIBUTION VERSION)``, for messages."""
+        origin = self._origins.get(plugin)
+        if origin is None:
+            return f"plugin {plugin!r}"
+        return f"plugin {plugin!r} ({origin.distribution} {origin.version})".replace(" )", ")")
+
+    def _problem(self, plugin: str, message: str) -> None:
+        line = f"{self.describe(plugin)} {_one_line(message)}"
+        self.problems.append(line)
+        self._broken.setdefault(plugin, _one_line(message))
 
     def _register(self, plugin: object, name: str) -> None:
         if self.manager.is_blocked(name):
@@ -99,55 +149,110 @@ class PluginHost:
         try:
             self.manager.register(plugin, name=name)
         except pluggy.PluginValidationError as error:
-            self.problems.append(f"plugin {name!r} does not match the hooks: {error}")
+            detail = str(error).split("\n", 1)[-1]
+            self._problem(name, f"does not match the hooks and was not loaded: {detail}")
+            return
+        except ValueError as error:
+            self._problem(name, f"was not loaded: {error}")
+            return
+        unknown = sorted(
+            caller.name
+            for caller in self.manager.get_hookcallers(plugin) or ()
+            if not caller.has_spec()
+        )
+        if unknown:
+            self.manager.unregister(name=name)
+            known = ", ".join(sorted(_KINDS))
+            self._problem(
+                name,
+                f"implements unknown hook(s) {', '.join(unknown)} and was not loaded "
+                f"(known: {known})",
+            )
+            return
+        self._order.append(name)
 
     def _load_entry_points(self) -> None:
         for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
-            dist = entry_point.dist
-            origin = (dist.name, dist.version) if dist is not None else ("unknown", "")
-            if self.manager.is_blocked(entry_point.name):
+            name, dist = entry_point.name, entry_point.dist
+            origin = _Origin(
+                dist.name if dist is not None else "unknown distribution",
+                dist.version if dist is not None else "",
+                entry_point.value,
+            )
+            known = self._origins.get(name)
+            if known is not None:
+                # The same distribution seen twice on sys.path is no problem; a clash is.
+                if (known.distribution, known.version) != (origin.distribution, origin.version):
+                    self.problems.append(
+                        f"plugin {name!r} ({origin.distribution} {origin.version}) was ignored: "
+                        f"{self.describe(name)} already uses that name"
+                    )
+                continue
+            self._origins[name] = origin
+            if self.manager.is_blocked(name):
                 continue
             try:
                 plugin = entry_point.load()
             except Exception as error:  # a broken plugin must not break the CLI
-                self.problems.append(
-                    f"plugin {entry_point.name!r} from {origin[0]} could not be loaded: "
-                    f"{type(error).__name__}: {error}"
-                )
+                self._problem(name, f"could not be loaded: {type(error).__name__}: {error}")
                 continue
-            self._origin[entry_point.name] = origin
-            self._register(plugin, entry_point.name)
+            location = getattr(sys.modules.get(entry_point.module), "__file__", None)
+            if location:
+                self._origins[name] = attrs.evolve(origin, location=str(location))
+            self._register(plugin, name)
 
-    def _collect(self, hook_name: str) -> dict[str, Registered[T]]:
-        kind = _KINDS[hook_name]
-        found: dict[str, Registered[T]] = {}
+    def _collect(self, hook_name: str) -> dict[str, Registered[Any]]:
+        kind, protocol = _KINDS[hook_name]
+        found: dict[str, Registered[Any]] = {}
         caller = getattr(self.manager.hook, hook_name)
-        # Call each implementation on its own so one failing plugin cannot hide the others.
-        for impl in reversed(caller.get_hookimpls()):
+        by_plugin = {impl.plugin_name: impl for impl in caller.get_hookimpls()}
+        # Registration order, built-ins first, so the first to claim a name keeps it;
+        # and each plugin on its own, so one failing plugin cannot hide the others.
+        for plugin in self._order:
+            impl = by_plugin.get(plugin)
+            if impl is None:
+                continue
 
-            def register(item: T, _plugin: str = impl.plugin_name) -> None:
+            def register(item: object, _plugin: str = plugin) -> None:
                 name = getattr(item, "name", None)
-                if not isinstance(name, str) or not name:
-                    self.problems.append(f"plugin {_plugin!r} registered a {kind} with no name")
+                problem = _item_problem(item, kind, protocol)
+                if problem:
+                    self._problem(_plugin, f"registered {problem}; it was ignored")
+                elif not isinstance(name, str) or not name:
+                    self._problem(_plugin, f"registered a {kind} with no name; it was ignored")
                 elif name in found:
-                    self.problems.append(
-                        f"plugin {_plugin!r} registered {kind} {name!r}, which plugin "
-                        f"{found[name].plugin!r} already provides; it was ignored"
+                    self._problem(
+                        _plugin,
+                        f"registered {kind} {name!r}, which {self.describe(found[name].plugin)} "
+                        "already provides; it was ignored",
                     )
                 else:
                     found[name] = Registered(item, _plugin)
 
             try:
-                impl.function(register)
+                impl.function(**{argument: register for argument in impl.argnames})
             except Exception as error:  # a broken plugin must not break the CLI
-                self.problems.append(
-                    f"plugin {impl.plugin_name!r} failed in {hook_name}: "
-                    f"{type(error).__name__}: {error}"
-                )
+                self._problem(plugin, f"failed in {hook_name}: {type(error).__name__}: {error}")
         return found
 
     def seed(self, name: str) -> SeedProject:
+        """The registered seed called ``name``, or the folder seed at ``name`` if it is a path.
+
+        :raises UsageError: no such seed, or the folder's ``seed.toml`` is invalid.
+        """
+        if manifest.looks_like_path(name):
+            return manifest.load_seed(name, check_policy=self.check_policy_parameters)
         return _pick(self.seeds, name, "seed", "agent seeds list").item
+
+    def seed_source(self, name: str) -> str:
+        """Where a seed comes from: a built-in plugin, a third-party plugin, or a folder."""
+        if manifest.looks_like_path(name):
+            return f"folder {self.seed(name).root}"
+        plugin = _pick(self.seeds, name, "seed", "agent seeds list").plugin
+        kind = (
+            "built-in" if self._origins[plugin].distribution == OWN_DISTRIBUTION else "third-party"
+        )
+        return f"{kind} {self.describe(plugin)}"
 
     def planner(self, name: str) -> Planner:
         return _pick(self.planners, name, "planner", "agent plugins list").item
@@ -155,8 +260,57 @@ class PluginHost:
     def runner(self, name: str) -> Runner:
         return _pick(self.runners, name, "runner", "agent plugins list").item
 
-    def all_policies(self) -> list[PatchPolicy]:
-        return [registered.item for registered in self.policies.values()]
+    def policy(self, name: str) -> PatchPolicy:
+        return _pick(self.policies, name, "policy", "agent policies list").item
+
+    def check_policy_parameters(self, name: str, parameters: Mapping[str, Any]) -> None:
+        """Raise :class:`UsageError` unless policy ``name`` exists and accepts ``parameters``."""
+        self._configured(self.policy(name), parameters)
+
+    def _configured(self, policy: PatchPolicy, parameters: Mapping[str, Any]) -> PatchPolicy:
+        if not parameters:
+            return policy
+        try:
+            configured = policy.configure(parameters)
+        except Exception as error:
+            raise UsageError(
+                f"policy {policy.name!r} refused its parameters: {_reason(error)}"
+            ) from None
+        if _item_problem(configured, "policy", PatchPolicy):
+            raise UsageError(f"policy {policy.name!r}: configure() did not return a policy")
+        return configured
+
+    def policies_for(
+        self,
+        seed: SeedProject,
+        *,
+        switch_on: Sequence[str] = (),
+        switch_off: Sequence[str] = (),
+    ) -> list[PatchPolicy]:
+        """The policies that check plans for ``seed``, configured with its parameters.
+
+        ``always`` policies, ``on`` policies unless switched off, and ``off``
+        policies the seed or ``switch_on`` names, unless ``switch_off`` names
+        them: the user's ``--no-policy`` wins over the seed.
+
+        :raises UsageError: an unknown policy, a policy both switched on and off,
+            an ``always`` policy switched off, or parameters a policy refuses.
+        """
+        for name in (*switch_on, *switch_off, *seed.policies):
+            self.policy(name)
+        both = sorted(set(switch_on) & set(switch_off))
+        if both:
+            raise UsageError(f"policy {both[0]!r} is both switched on and off")
+        for name in switch_off:
+            if self.policies[name].item.activation == "always":
+                raise UsageError(f"policy {name!r} cannot be switched off")
+        chosen: list[PatchPolicy] = []
+        for name, registered in self.policies.items():
+            policy = registered.item
+            wanted = name in switch_on or name in seed.policies or policy.activation == "on"
+            if policy.activation == "always" or (wanted and name not in switch_off):
+                chosen.append(self._configured(policy, seed.policies.get(name, {})))
+        return chosen
 
     def plugin_infos(self) -> list[PluginInfo]:
         kinds: dict[str, list[str]] = {}
@@ -171,16 +325,68 @@ class PluginHost:
                 if kind not in kinds[registered.plugin]:
                     kinds[registered.plugin].append(kind)
         infos = []
-        for name, plugin in self.manager.list_name_plugin():
-            distribution, version = self._origin.get(name, ("unknown", ""))
-            location = str(getattr(plugin, "__file__", None) or getattr(plugin, "__name__", plugin))
+        for name, origin in self._origins.items():
+            if self.manager.is_blocked(name):
+                status, problem = "disabled", None
+            elif name in self._broken and name not in self._order:
+                status, problem = "broken", self._broken[name]
+            else:
+                status, problem = "loaded", self._broken.get(name)
             infos.append(
-                PluginInfo(name, tuple(kinds.get(name, ())), distribution, version, location)
+                PluginInfo(
+                    name=name,
+                    kinds=tuple(kinds.get(name, ())),
+                    distribution=origin.distribution,
+                    version=origin.version,
+                    location=origin.location,
+                    status=status,
+                    problem=problem,
+                )
             )
         return infos
 
 
-def _pick(registry: dict[str, Registered[T]], name: str, kind: str, hint: str) -> Registered[T]:
+def _item_problem(item: object, kind: str, expected: type) -> str | None:
+    """What is wrong with something a plugin registered, or ``None``."""
+    if not isinstance(item, expected):
+        members = [m for m in vars(expected) if not m.startswith("_")]
+        missing = [m for m in members if not hasattr(item, m)] if _is_protocol(expected) else []
+        detail = f"missing {', '.join(missing)}" if missing else f"got {type(item).__name__}"
+        return f"a {kind} that is not a {expected.__name__} ({detail})"
+    activation = getattr(item, "activation", None)
+    if kind == "policy" and activation not in ACTIVATIONS:
+        return (
+            f"policy {getattr(item, 'name', '?')!r} with activation {activation!r} "
+            f"(use one of {', '.join(ACTIVATIONS)})"
+        )
+    return None
+
+
+def _is_protocol(cls: type) -> bool:
+    return bool(getattr(cls, "_is_protocol", False))
+
+
+def _reason(error: Exception) -> str:
+    """A configure() failure as the user should read it."""
+    if isinstance(error, cattrs.BaseValidationError):
+        return "; ".join(describe_structure_error(error, root="parameters"))
+    if isinstance(error, (ValueError, TypeError)):
+        return _one_line(str(error))
+    return f"{type(error).__name__}: {_one_line(str(error))}"
+
+
+def _one_line(text: str) -> str:
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _distribution_version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _pick(registry: Mapping[str, Registered[T]], name: str, kind: str, hint: str) -> Registered[T]:
     try:
         return registry[name]
     except KeyError:

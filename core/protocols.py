@@ -6,8 +6,8 @@ works; there is nothing to inherit from.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Protocol, runtime_checkable
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, runtime_checkable
 
 from .errors import Rejection
 from .model import PatchPlan, PlannerResult, PlanRequest, SandboxJob, SandboxOutcome, SeedProject
@@ -39,9 +39,27 @@ class PatchPolicy(Protocol):
     """Decides whether a plan may be tested.
 
     ``check`` returns (or yields) one :class:`Rejection` per reason to refuse
-    the plan and nothing if the plan is acceptable. Every registered policy is
+    the plan and nothing if the plan is acceptable. Every active policy is
     asked, and all their reasons are reported together. It must not change
-    anything, and must not raise for a bad plan: a bad plan is a rejection.
+    anything, and must not raise for a bad plan: a bad plan is a rejection
+    (a policy that raises rejects the plan with rule ``policy-failed``).
+    Give your rejections ``policy=self.name`` and a short, stable ``rule``.
+
+    ``activation`` says when the policy runs:
+
+    * ``"always"``: on every plan; nobody can switch it off (the patch contract).
+    * ``"on"``: unless the user passes ``--no-policy NAME``.
+    * ``"off"``: only when the seed switches it on (its ``policies``, in
+      ``seed.toml`` a ``[policies.NAME]`` table) or the user passes ``--policy NAME``.
+
+    A user's ``--no-policy NAME`` also wins over a seed that switches the policy on.
+
+    ``configure`` receives the parameters a seed gives the policy (the keys of
+    its ``[policies.NAME]`` table, as TOML values) and returns the policy to use
+    for that seed; the registered object itself is left as it is. It is called
+    only when there are parameters, before any plan is checked. Raise
+    :class:`ValueError` or :class:`TypeError` naming the bad parameter and the
+    user sees your message; a policy with no parameters simply raises.
     """
 
     @property
@@ -49,6 +67,11 @@ class PatchPolicy(Protocol):
 
     @property
     def description(self) -> str: ...
+
+    @property
+    def activation(self) -> str: ...
+
+    def configure(self, parameters: Mapping[str, Any]) -> PatchPolicy: ...
 
     def check(self, plan: PatchPlan, seed: SeedProject) -> Iterable[Rejection]: ...
 

@@ -18,6 +18,7 @@ def calculator_seed() -> SeedProject:
         root=root,
         files=("calculator.py", "check_calculator.py"),
         editable_paths=("calculator.py",),
+        test_paths=("check_calculator.py",),
         test_command=("python", "-m", "unittest", "-v", "check_calculator"),
         default_prompt="Fix calculator.add so the test passes. Change only calculator.py.",
     )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 
@@ -21,9 +22,14 @@ class PatchContract:
     description: str = (
         "1 to 3 whole-file replacements of editable paths, clean UTF-8 text, 12,000 bytes at most"
     )
+    # Nothing may switch the contract off: every other rule relies on it.
+    activation: str = "always"
+
+    def configure(self, parameters: Mapping[str, Any]) -> PatchContract:
+        raise ValueError("the patch contract takes no parameters; set the seed's limits instead")
 
     def check(self, plan: PatchPlan, seed: SeedProject) -> list[Rejection]:
-        return contract.check_plan(plan, editable_paths=seed.editable_paths, limits=seed.limits)
+        return contract.check_plan(plan, editable_paths=seed.editable_files, limits=seed.limits)
 
 
 @hookimpl

@@ -1,0 +1,381 @@
+"""Folder seeds: a directory with a ``seed.toml`` describing a seed project.
+
+``agent run --seed ./path/to/seed`` reads the manifest with :func:`load_seed`;
+a plugin can ship a folder seed inside its package and register the result of
+:func:`load_seed` from its ``register_seeds`` hook. The format is documented in
+``docs/seed-manifest.md``; every problem is reported as one
+:class:`ManifestError` naming the file, the line and the key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from . import patterns
+from .errors import UsageError
+from .model import ALWAYS_TEST_PATHS, SeedLimits, SeedProject
+from .serialization import describe_structure_error, structure
+
+MANIFEST = "seed.toml"
+#: A folder seed is read whole and sent to the planner: keep it small.
+MAX_SEED_FILES = 500
+MAX_SEED_BYTES = 2 * 1024 * 1024
+DEFAULT_FILES = ("**/*",)
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+_KEYS = frozenset(
+    {
+        "name",
+        "description",
+        "files",
+        "tests",
+        "editable",
+        "test_command",
+        "default_prompt",
+        "limits",
+        "runtime",
+        "policies",
+    }
+)
+_RUNTIME_KEYS = frozenset({"python", "requirements"})
+
+PolicyCheck = Callable[[str, Mapping[str, Any]], None]
+
+
+class ManifestError(UsageError):
+    """A ``seed.toml`` that cannot describe a seed; the message names the line and the problem."""
+
+
+def looks_like_path(value: str) -> bool:
+    """Whether ``--seed VALUE`` names a folder rather than a registered seed.
+
+    Seed names never contain ``/`` and never start with ``.``, so ``./calculator``
+    is the folder even when a seed called ``calculator`` exists.
+    """
+    return "/" in value or os.sep in value or value.startswith(".") or value.endswith(".toml")
+
+
+def load_seed(
+    location: str | os.PathLike[str], *, check_policy: PolicyCheck | None = None
+) -> SeedProject:
+    """Read the folder seed at ``location`` (its folder, or its ``seed.toml``).
+
+    :param check_policy: called with each ``[policies.NAME]`` table so that an
+        unknown policy or a bad parameter is reported with its line; it raises
+        :class:`ValueError`, :class:`TypeError` or :class:`UsageError`.
+    :raises ManifestError: the manifest is missing, is not TOML, or describes no valid seed.
+    """
+    path = Path(location)
+    manifest = path if path.name == MANIFEST or path.is_file() else path / MANIFEST
+    try:
+        text = manifest.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ManifestError(
+            f"{manifest}: no such file (a folder seed needs a {MANIFEST})"
+        ) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ManifestError(f"{manifest}: cannot read it: {error}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ManifestError(f"{manifest}: {_toml_problem(str(error))}") from None
+    return _Reader(manifest, text).seed(data, check_policy)
+
+
+def _toml_problem(message: str) -> str:
+    found = re.fullmatch(r"(.*) \(at (line \d+, column \d+|end of document)\)", message, re.S)
+    if not found:
+        return f"not valid TOML: {message}"
+    return f"{found.group(2)}: not valid TOML: {found.group(1)}"
+
+
+@attrs.define
+class _Reader:
+    manifest: Path
+    text: str
+    lines: dict[tuple[str, ...], int] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.lines = key_lines(self.text)
+
+    def fail(self, key: tuple[str, ...], problem: str) -> ManifestError:
+        line = next(
+            (self.lines[key[:n]] for n in range(len(key), 0, -1) if key[:n] in self.lines), None
+        )
+        where = f"line {line}: " if line is not None else ""
+        return ManifestError(f"{self.manifest}: {where}{'.'.join(key)}: {problem}")
+
+    def seed(self, data: dict[str, Any], check_policy: PolicyCheck | None) -> SeedProject:
+        for key in data:
+            if key not in _KEYS:
+                raise self.fail((key,), f"unknown key (known: {', '.join(sorted(_KEYS))})")
+        name = self.string(data, "name")
+        if not _NAME.fullmatch(name):
+            raise self.fail(
+                ("name",),
+                "must be 1 to 64 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit",
+            )
+        root = self.manifest.parent.resolve()
+        files = self.files(root, self.patterns(data, "files", DEFAULT_FILES))
+        tests = self.patterns(data, "tests")
+        editable = self.patterns(data, "editable")
+        for key, given in (("tests", tests), ("editable", editable)):
+            for pattern in given:
+                if not any(patterns.matches(f, pattern) for f in files):
+                    raise self.fail((key,), f"{pattern!r} matches none of the seed's files")
+        test_files = [f for f in files if patterns.matches_any(f, (*tests, *ALWAYS_TEST_PATHS))]
+        clash = [f for f in test_files if patterns.matches_any(f, editable)]
+        if clash:
+            raise self.fail(
+                ("editable",), f"matches test files, which are never editable: {', '.join(clash)}"
+            )
+        description = self.string(data, "description")
+        test_command = self.strings(data, "test_command")
+        default_prompt = self.string(data, "default_prompt")
+        limits = self.limits(data.get("limits", {}))
+        policies = self.policies(data.get("policies", {}), check_policy)
+        self.runtime(data.get("runtime"))
+        try:
+            return SeedProject(
+                name=name,
+                description=description,
+                root=root,
+                files=files,
+                editable_paths=editable,
+                test_command=test_command,
+                default_prompt=default_prompt,
+                limits=limits,
+                test_paths=tests,
+                policies=policies,
+            )
+        except (ValueError, TypeError) as error:  # the checks above should leave nothing here
+            raise ManifestError(f"{self.manifest}: {error}") from None
+
+    def string(self, data: Mapping[str, Any], key: str) -> str:
+        if key not in data:
+            raise ManifestError(f"{self.manifest}: missing required key {key!r}")
+        value = data[key]
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail((key,), "must be a non-empty string")
+        return value
+
+    def strings(
+        self, data: Mapping[str, Any], key: str, default: tuple[str, ...] | None = None
+    ) -> tuple[str, ...]:
+        if key not in data:
+            if default is not None:
+                return default
+            raise ManifestError(f"{self.manifest}: missing required key {key!r}")
+        value = data[key]
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(isinstance(item, str) and item for item in value)
+        ):
+            raise self.fail((key,), "must be a non-empty list of non-empty strings")
+        return tuple(value)
+
+    def patterns(
+        self, data: Mapping[str, Any], key: str, default: tuple[str, ...] | None = None
+    ) -> tuple[str, ...]:
+        found = self.strings(data, key, default)
+        for pattern in found:
+            problem = patterns.pattern_problem(pattern)
+            if problem:
+                raise self.fail((key,), f"{pattern!r}: {problem}")
+        return found
+
+    def files(self, root: Path, wanted: tuple[str, ...]) -> tuple[str, ...]:
+        candidates = _walk(root)
+        chosen: dict[str, None] = {}
+        for pattern in wanted:
+            if patterns.is_literal(pattern):
+                problem = _literal_file_problem(root, pattern)
+                if problem:
+                    raise self.fail(("files",), f"{pattern!r}: {problem}")
+                chosen[pattern] = None
+                continue
+            hits = [path for path in candidates if patterns.matches(path, pattern)]
+            if not hits:
+                raise self.fail(("files",), f"{pattern!r} matches no file in {root}")
+            chosen.update(dict.fromkeys(hits))
+        if len(chosen) > MAX_SEED_FILES:
+            raise self.fail(("files",), f"{len(chosen)} files; a seed has at most {MAX_SEED_FILES}")
+        size = sum((root / path).stat().st_size for path in chosen)
+        if size > MAX_SEED_BYTES:
+            raise self.fail(("files",), f"{size} bytes in all; a seed has at most {MAX_SEED_BYTES}")
+        return tuple(sorted(chosen))
+
+    def limits(self, table: object) -> SeedLimits:
+        if not isinstance(table, dict):
+            raise self.fail(("limits",), "must be a table")
+        try:
+            return structure(table, SeedLimits)
+        except Exception as error:  # cattrs raises a tree of ordinary exceptions
+            problems = describe_structure_error(error, root="limits")
+            raise self.fail(("limits",), "; ".join(problems)) from None
+
+    def policies(
+        self, table: object, check_policy: PolicyCheck | None
+    ) -> dict[str, dict[str, Any]]:
+        if not isinstance(table, dict):
+            raise self.fail(("policies",), "must be a table of tables, one per policy")
+        found: dict[str, dict[str, Any]] = {}
+        for name, parameters in table.items():
+            key = ("policies", name)
+            if not isinstance(parameters, dict):
+                raise self.fail(
+                    key, f"must be a table ([policies.{name}]) of the policy's parameters"
+                )
+            if check_policy is not None:
+                try:
+                    check_policy(name, parameters)
+                except UsageError as error:
+                    raise self.fail(key, error.message) from None
+                except (ValueError, TypeError) as error:
+                    raise self.fail(key, str(error)) from None
+            found[name] = parameters
+        return found
+
+    def runtime(self, table: object) -> dict[str, Any] | None:
+        if table is None:
+            return None
+        if not isinstance(table, dict):
+            raise self.fail(("runtime",), "must be a table")
+        for key in table:
+            if key not in _RUNTIME_KEYS:
+                raise self.fail(
+                    ("runtime", key), f"unknown key (known: {', '.join(sorted(_RUNTIME_KEYS))})"
+                )
+        if "python" in table and not (isinstance(table["python"], str) and table["python"]):
+            raise self.fail(("runtime", "python"), 'must be a version such as "3.12"')
+        if "requirements" in table:
+            self.strings(table, "requirements")
+        return dict(table)
+
+
+def _walk(root: Path) -> list[str]:
+    """Regular files under ``root``, without hidden entries, caches, symlinks and the manifest."""
+    found: list[str] = []
+    for directory, subdirs, names in os.walk(root):
+        base = Path(directory)
+        subdirs[:] = sorted(
+            d
+            for d in subdirs
+            if not d.startswith(".") and d != "__pycache__" and not (base / d).is_symlink()
+        )
+        for name in sorted(names):
+            full = base / name
+            if name.startswith(".") or full.is_symlink() or not full.is_file():
+                continue
+            relative = full.relative_to(root).as_posix()
+            if relative != MANIFEST and not name.endswith((".pyc", ".pyo")):
+                found.append(relative)
+    return found
+
+
+def _literal_file_problem(root: Path, relative: str) -> str | None:
+    full = root / relative
+    if not full.exists() and not full.is_symlink():
+        return "no such file"
+    # A link could hand the sandbox, and the provider, any file the caller can read.
+    if full.resolve() != root / relative or full.is_symlink():
+        return "is or passes through a symbolic link; seed files must be inside the seed folder"
+    if not full.is_file():
+        return "is not a regular file"
+    if relative == MANIFEST:
+        return "the manifest itself is not a seed file"
+    return None
+
+
+_BARE_KEY = r"[A-Za-z0-9_-]+"
+_QUOTED_KEY = r'"(?:[^"\\]|\\.)*"|\'[^\']*\''
+_KEY = rf"(?:{_BARE_KEY}|{_QUOTED_KEY})"
+_DOTTED = rf"{_KEY}(?:\s*\.\s*{_KEY})*"
+_HEADER = re.compile(rf"\s*\[\[?\s*({_DOTTED})\s*\]\]?\s*(?:#.*)?")
+_ASSIGNMENT = re.compile(rf"\s*({_DOTTED})\s*=")
+
+
+def key_lines(text: str) -> dict[tuple[str, ...], int]:
+    """The line where each table and key of a (valid) TOML document is first written.
+
+    Only used to point at a problem: values spanning lines (arrays, inline
+    tables, multi-line strings) are skipped so their content is never taken
+    for a key, and keys inside inline tables are found through their parent.
+    """
+    lines: dict[tuple[str, ...], int] = {}
+    table: tuple[str, ...] = ()
+    depth = 0
+    open_string: str | None = None
+    for number, line in enumerate(text.splitlines(), 1):
+        rest = line
+        if open_string is None and depth == 0:
+            header = _HEADER.fullmatch(line)
+            if header:
+                table = _split_key(header.group(1))
+                lines.setdefault(table, number)
+                continue
+            assignment = _ASSIGNMENT.match(line)
+            if assignment:
+                lines.setdefault(table + _split_key(assignment.group(1)), number)
+                rest = line[assignment.end() :]
+        depth, open_string = _scan_value(rest, depth, open_string)
+    return lines
+
+
+def _split_key(dotted: str) -> tuple[str, ...]:
+    parts = []
+    for token in re.findall(_KEY, dotted):
+        if token.startswith('"'):
+            parts.append(tomllib.loads(f"k = {token}")["k"])
+        elif token.startswith("'"):
+            parts.append(token[1:-1])
+        else:
+            parts.append(token)
+    return tuple(parts)
+
+
+def _scan_value(text: str, depth: int, open_string: str | None) -> tuple[int, str | None]:
+    """Bracket depth and open multi-line string after ``text``, given those before it."""
+    i = 0
+    while i < len(text):
+        if open_string is not None:
+            end = _closing(text, i, open_string)
+            if end < 0:
+                return depth, open_string
+            i, open_string = end + 3, None
+            continue
+        char = text[i]
+        if char == "#":
+            break
+        if text.startswith(('"""', "'''"), i):
+            open_string, i = text[i : i + 3], i + 3
+        elif char == '"':
+            i += 1
+            while i < len(text) and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+            i += 1
+        elif char == "'":
+            end = text.find("'", i + 1)
+            i = len(text) if end < 0 else end + 1
+        else:
+            depth += (char in "[{") - (char in "]}")
+            i += 1
+    return depth, open_string
+
+
+def _closing(text: str, start: int, delimiter: str) -> int:
+    i = start
+    while (found := text.find(delimiter, i)) >= 0:
+        escapes = len(text[:found]) - len(text[:found].rstrip("\\"))
+        if delimiter == "'''" or escapes % 2 == 0:
+            return found
+        i = found + 1
+    return -1
