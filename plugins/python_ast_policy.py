@@ -150,7 +150,7 @@ class PythonAstPolicy:
             yield Rejection(
                 NAME,
                 rule,
-                f"line {line}: {what}, which this seed forbids ({entry!r}; see `agent seeds show`)",
+                f"line {line}: {what}, which is forbidden here (entry {entry!r})",
                 path,
             )
 
