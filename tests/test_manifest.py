@@ -1,0 +1,344 @@
+"""Folder seeds: reading ``seed.toml``, rejecting a bad one by line, and running one end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import AgentRun
+
+from sandboxed_coding_agent.core.manifest import (
+    ManifestError,
+    key_lines,
+    load_seed,
+    looks_like_path,
+)
+from sandboxed_coding_agent.core.model import PatchFile, PatchPlan, SeedProject
+from sandboxed_coding_agent.core.plugins import PluginHost
+
+BUGGY = "def mean(values):\n    return sum(values) / (len(values) + 1)\n"
+FIXED = "def mean(values):\n    return sum(values) / len(values)\n"
+TEST = textwrap.dedent(
+    """\
+    import unittest
+
+    from stats.mean import mean
+
+
+    class MeanTest(unittest.TestCase):
+        def test_mean_of_three(self):
+            self.assertEqual(mean([1, 2, 3]), 2)
+    """
+)
+MANIFEST = textwrap.dedent(
+    """\
+    name = "stats"
+    description = "mean() divides by one too many"
+    files = ["stats/*.py", "tests/*.py"]
+    tests = ["tests/**"]
+    editable = ["stats/*.py"]
+    test_command = ["python", "-m", "unittest", "discover", "-v", "-s", "tests", "-t", "."]
+    default_prompt = "Fix mean."
+    """
+)
+
+
+def make_seed(root: Path, manifest: str = MANIFEST, files: dict[str, str] | None = None) -> Path:
+    files = {
+        "stats/__init__.py": "",
+        "stats/mean.py": BUGGY,
+        "tests/__init__.py": "",
+        "tests/test_mean.py": TEST,
+        **(files or {}),
+    }
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    (root / "seed.toml").write_text(manifest)
+    return root
+
+
+def problem(root: Path, manifest: str, files: dict[str, str] | None = None) -> str:
+    make_seed(root, manifest, files)
+    with pytest.raises(ManifestError) as caught:
+        load_seed(root, check_policy=PluginHost(entry_points=False).check_policy_parameters)
+    message = caught.value.message
+    assert message.startswith(str(root / "seed.toml") + ": ")
+    assert "\n" not in message
+    return message.removeprefix(str(root / "seed.toml") + ": ")
+
+
+def test_manifest_describes_the_seed(tmp_path: Path) -> None:
+    seed = load_seed(make_seed(tmp_path))
+    assert seed.name == "stats"
+    assert seed.root == tmp_path.resolve()
+    assert seed.files == (
+        "stats/__init__.py",
+        "stats/mean.py",
+        "tests/__init__.py",
+        "tests/test_mean.py",
+    )
+    assert seed.editable_paths == ("stats/*.py",)
+    assert seed.editable_files == ("stats/__init__.py", "stats/mean.py")
+    assert seed.test_files == ("tests/__init__.py", "tests/test_mean.py")
+    assert seed.test_command[:3] == ("python", "-m", "unittest")
+    assert seed.limits.max_files == 3
+    assert dict(seed.policies) == {}
+
+
+def test_manifest_file_itself_can_be_named(tmp_path: Path) -> None:
+    assert load_seed(make_seed(tmp_path) / "seed.toml").name == "stats"
+
+
+def test_default_files_skip_hidden_files_caches_symlinks_and_the_manifest(tmp_path: Path) -> None:
+    manifest = MANIFEST.replace('files = ["stats/*.py", "tests/*.py"]\n', "")
+    make_seed(
+        tmp_path,
+        manifest,
+        {".env": "SECRET=1\n", ".git/config": "", "stats/__pycache__/mean.cpython-311.pyc": ""},
+    )
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
+    outside.write_text("not part of the seed\n")
+    os.symlink(outside, tmp_path / "stats" / "linked.py")
+    seed = load_seed(tmp_path)
+    assert seed.files == (
+        "stats/__init__.py",
+        "stats/mean.py",
+        "tests/__init__.py",
+        "tests/test_mean.py",
+    )
+
+
+def test_symlink_named_as_a_file_is_refused(tmp_path: Path) -> None:
+    make_seed(tmp_path)
+    secret = tmp_path.parent / f"{tmp_path.name}-secret.txt"
+    secret.write_text("key\n")
+    os.symlink(secret, tmp_path / "stats" / "leak.py")
+    manifest = MANIFEST.replace('files = ["stats/*.py", "tests/*.py"]', 'files = ["stats/leak.py"]')
+    assert problem(tmp_path, manifest) == (
+        "line 3: files: 'stats/leak.py': is or passes through a symbolic link; "
+        "seed files must be inside the seed folder"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            ('editable = ["stats/*.py"]', 'editable = ["stats/*.py", "tests/*.py"]'),
+            "line 5: editable: matches test files, which are never editable: "
+            "tests/__init__.py, tests/test_mean.py",
+        ),
+        (
+            ('editable = ["stats/*.py"]', 'editable = ["**/*.py"]'),
+            "line 5: editable: matches test files, which are never editable: "
+            "tests/__init__.py, tests/test_mean.py",
+        ),
+        (
+            ('editable = ["stats/*.py"]', 'editable = ["stats/*.rs"]'),
+            "line 5: editable: 'stats/*.rs' matches none of the seed's files",
+        ),
+        (
+            ('editable = ["stats/*.py"]', 'editable = ["../stats/mean.py"]'),
+            "line 5: editable: '../stats/mean.py': the pattern has an empty, '.' or '..' segment",
+        ),
+        (
+            ('editable = ["stats/*.py"]', 'editable = "stats/mean.py"'),
+            "line 5: editable: must be a non-empty list of non-empty strings",
+        ),
+        (
+            ('tests = ["tests/**"]', 'tests = ["test_*.py"]'),
+            "line 4: tests: 'test_*.py' matches none of the seed's files",
+        ),
+        (('tests = ["tests/**"]\n', ""), "missing required key 'tests'"),
+        (('name = "stats"', 'name = "Stats Seed"'), "line 1: name: must be 1 to 64 of a-z"),
+        (('name = "stats"', 'name = "stats"\nnmae = "x"'), "line 2: nmae: unknown key"),
+        (
+            ('files = ["stats/*.py", "tests/*.py"]', 'files = ["stats/missing.py"]'),
+            "line 3: files: 'stats/missing.py': no such file",
+        ),
+        (("test_command = [", "test_command = [] #"), "line 6: test_command: must be a non-empty"),
+        (
+            ('name = "stats"', 'name = "stats'),
+            "line 1, column 14: not valid TOML: Illegal character",
+        ),
+    ],
+)
+def test_invalid_manifest_is_rejected_with_its_line_and_problem(
+    tmp_path: Path, change: tuple[str, str], expected: str
+) -> None:
+    old, new = change
+    assert old in MANIFEST
+    message = problem(tmp_path, MANIFEST.replace(old, new, 1))
+    assert message.startswith(expected), message
+
+
+def test_conftest_is_a_test_file_even_when_the_manifest_does_not_say_so(tmp_path: Path) -> None:
+    manifest = MANIFEST.replace('"stats/*.py", "tests/*.py"', '"**/*.py"').replace(
+        'editable = ["stats/*.py"]', 'editable = ["stats/*.py", "conftest.py"]'
+    )
+    message = problem(tmp_path, manifest, {"conftest.py": "import pytest\n"})
+    assert message == "line 5: editable: matches test files, which are never editable: conftest.py"
+
+
+def test_limits_are_checked_by_name_and_type(tmp_path: Path) -> None:
+    good = load_seed(make_seed(tmp_path, MANIFEST + "[limits]\nmax_files = 1\n"))
+    assert good.limits.max_files == 1
+    message = problem(tmp_path, MANIFEST + "\n[limits]\nmax_files = 0\nmax_bytes = 5\n")
+    assert message.startswith("line 9: limits: ")
+    assert "max_bytes" in message
+
+
+def test_policies_are_switched_on_with_their_parameters(tmp_path: Path) -> None:
+    manifest = MANIFEST + '\n[policies.python-ast]\nallow = ["sys.exit"]\n'
+    seed = load_seed(make_seed(tmp_path, manifest))
+    assert dict(seed.policies["python-ast"]) == {"allow": ["sys.exit"]}
+    active = PluginHost(entry_points=False).policies_for(seed)
+    assert [p.name for p in active] == ["patch-contract", "python-ast"]
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        (
+            "[policies.no-such-policy]\n",
+            "line 9: policies.no-such-policy: unknown policy 'no-such-policy'",
+        ),
+        (
+            '[policies.python-ast]\nallow = ["json"]\n',
+            "line 9: policies.python-ast: policy 'python-ast' refused its parameters: "
+            "allow: 'json' is not forbidden",
+        ),
+        (
+            "[policies.patch-contract]\nmax_files = 9\n",
+            "line 9: policies.patch-contract: policy 'patch-contract' refused its parameters",
+        ),
+        ("[policies]\npython-ast = 1\n", "line 10: policies.python-ast: must be a table"),
+    ],
+)
+def test_bad_policy_table_is_rejected_with_its_line(
+    tmp_path: Path, table: str, expected: str
+) -> None:
+    message = problem(tmp_path, MANIFEST + "\n" + table)
+    assert message.startswith(expected), message
+
+
+def test_key_lines_skip_values_that_span_lines() -> None:
+    text = textwrap.dedent(
+        '''\
+        description = """
+        name = "not a key"
+        """
+        files = [
+          "a.py",  # editable = ["x"]
+        ]
+        "quoted key" = 'x'
+        [limits] # comment
+        max_files = 2
+        [policies."python-ast"]
+        allow = ["sys.exit"]
+        '''
+    )
+    lines = key_lines(text)
+    assert ("name",) not in lines
+    assert ("editable",) not in lines
+    assert lines[("description",)] == 1
+    assert lines[("files",)] == 4
+    assert lines[("quoted key",)] == 7
+    assert lines[("limits", "max_files")] == 9
+    assert lines[("policies", "python-ast", "allow")] == 11
+
+
+def test_seed_names_and_folders_are_told_apart() -> None:
+    assert not looks_like_path("calculator")
+    assert looks_like_path("./calculator")
+    assert looks_like_path("seeds/stats")
+    assert looks_like_path("seed.toml")
+
+
+def test_editable_glob_only_lets_existing_non_test_files_through_the_contract(
+    tmp_path: Path,
+) -> None:
+    seed = load_seed(make_seed(tmp_path))
+    contract = PluginHost(entry_points=False).policy("patch-contract")
+
+    def rules(path: str) -> list[str]:
+        return [r.rule for r in contract.check(PatchPlan([PatchFile(path, FIXED)]), seed)]
+
+    assert rules("stats/mean.py") == []
+    assert rules("stats/__init__.py") == []
+    assert rules("stats/*.py") == ["path-not-editable"]
+    assert rules("stats/new.py") == ["path-not-editable"]
+    assert rules("tests/test_mean.py") == ["path-not-editable"]
+    assert rules("stats/../tests/test_mean.py") == ["path-segment", "path-not-editable"]
+    assert rules("/stats/mean.py") == ["path-segment", "path-not-editable"]
+
+
+def test_seed_project_refuses_an_editable_glob_that_matches_a_test() -> None:
+    with pytest.raises(ValueError, match=r"editable paths match test files: test_app\.py"):
+        SeedProject(
+            name="app",
+            description="",
+            root=".",
+            files=("app.py", "test_app.py"),
+            editable_paths=("*.py",),
+            test_command=("python", "-m", "unittest"),
+            default_prompt="",
+            test_paths=("test_*.py",),
+        )
+
+
+def test_folder_seed_runs_end_to_end(
+    tmp_path: Path, run_agent: Callable[..., AgentRun], write_plan: Callable[[Any], Path]
+) -> None:
+    root = make_seed(tmp_path / "stats")
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    fixed = write_plan({"files": [{"path": "stats/mean.py", "content": FIXED}]})
+    run = run_agent("run", "--plan", str(fixed), "--seed", str(root), "--json")
+    assert run.returncode == 0, run.stderr
+    result = run.json()
+    assert (result["seed"], result["tests_passed"]) == ("stats", True)
+    assert "test_mean_of_three" in result["test_output"]
+    wrong = write_plan({"files": [{"path": "stats/mean.py", "content": BUGGY + "# still off\n"}]})
+    run = run_agent("run", "--plan", str(wrong), "--seed", str(root), "--json")
+    assert run.returncode == 1, run.stderr
+    assert run.json()["tests_passed"] is False
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+
+
+def test_invalid_folder_seed_is_one_clear_line_and_exit_2(
+    tmp_path: Path, run_agent: Callable[..., AgentRun], write_plan: Callable[[Any], Path]
+) -> None:
+    root = make_seed(
+        tmp_path / "stats", MANIFEST.replace('editable = ["stats/*.py"]', 'editable = ["**"]')
+    )
+    plan = write_plan({"files": [{"path": "stats/mean.py", "content": FIXED}]})
+    run = run_agent("run", "--plan", str(plan), "--seed", str(root))
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [
+        f"agent: usage error: {root / 'seed.toml'}: line 5: editable: matches test files, "
+        "which are never editable: tests/__init__.py, tests/test_mean.py"
+    ]
+    missing = run_agent("run", "--plan", str(plan), "--seed", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2
+    assert "no such file (a folder seed needs a seed.toml)" in missing.stderr
+
+
+def test_seeds_show_names_the_folder_and_what_may_change(
+    tmp_path: Path, run_agent: Callable[..., AgentRun]
+) -> None:
+    root = make_seed(tmp_path / "stats")
+    run = run_agent("seeds", "show", str(root), "--json")
+    assert run.returncode == 0, run.stderr
+    shown = json.loads(run.stdout)
+    assert shown["source"] == f"folder {root.resolve()}"
+    assert shown["editable_paths"] == ["stats/*.py"]
+    assert shown["editable_files"] == ["stats/__init__.py", "stats/mean.py"]
+    assert shown["test_files"] == ["tests/__init__.py", "tests/test_mean.py"]
+    text = run_agent("seeds", "show", str(root))
+    assert f"source:         folder {root.resolve()}" in text.stdout
