@@ -19,7 +19,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from . import contract, orchestrator
+from . import contract, orchestrator, records
 from .errors import (
     EXIT_CODES,
     EXIT_TESTS_FAILED,
@@ -29,7 +29,7 @@ from .errors import (
     Rejection,
     UsageError,
 )
-from .model import PatchPlan, RunResult
+from .model import PatchPlan, PlannerOptions, RunResult
 from .plugins import PluginHost, disabled_from_environment
 from .serialization import to_json, to_jsonable
 
@@ -124,6 +124,8 @@ def _reporting(as_json: bool, debug: bool) -> Iterator[None]:
             if value
         ]
         _say(f"{error.kind} error: {error.message}" + (f" ({', '.join(ids)})" if ids else ""))
+        if error.planner_task_id and _has_record(error.planner_task_id):
+            _say(f"every attempt is recorded: agent logs {error.planner_task_id}")
         raise typer.Exit(EXIT_CODES[error.kind]) from None
     except KeyboardInterrupt:
         _say("interrupted; the sandbox (if any) was terminated and its workspace removed")
@@ -156,6 +158,13 @@ def _read_plan_file(path: Path) -> PatchPlan:
     return contract.parse_plan(data)
 
 
+def _has_record(task_id: str) -> bool:
+    try:
+        return records.record_path(task_id).is_file()
+    except UsageError:
+        return False
+
+
 def _print_summary(result: RunResult) -> None:
     if result.test_timed_out:
         verdict = typer.style("tests TIMED OUT", fg="red", bold=True)
@@ -176,6 +185,14 @@ def _print_summary(result: RunResult) -> None:
             f"tokens:          {result.usage.prompt_tokens} prompt, "
             f"{result.usage.completion_tokens} completion"
         )
+    if result.planner_task_id is not None:
+        took = "?" if result.planner_seconds is None else f"{result.planner_seconds:.2f} s"
+        lines.append(
+            f"provider call:   {took}, response {result.response_id or '(no ID)'} "
+            f"from {result.model or 'an unnamed model'}"
+        )
+        if _has_record(result.planner_task_id):
+            lines.append(f"record:          agent logs {result.planner_task_id}")
     typer.echo("\n".join(lines))
     typer.echo("\ndiff:")
     typer.echo(result.diff.rstrip("\n") or "(no change)")
@@ -223,6 +240,29 @@ def run(
     ] = None,
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = None,
+    provider_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            max=3600,
+            help="Seconds to wait for the provider to connect, and for each part of its answer.",
+        ),
+    ] = PlannerOptions().timeout_seconds,
+    provider_retries: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=10,
+            help="Further attempts after a rate limit, a server error or a lost connection.",
+        ),
+    ] = PlannerOptions().max_retries,
+    structured_output: Annotated[
+        bool,
+        typer.Option(
+            "--structured-output",
+            help="Ask for the plan's JSON Schema (response_format json_schema).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -245,6 +285,11 @@ def run(
             plan=given_plan,
             instruction=prompt,
             test_timeout=test_timeout,
+            planner_options=PlannerOptions(
+                timeout_seconds=provider_timeout,
+                max_retries=provider_retries,
+                structured_output=structured_output,
+            ),
             progress=_say,
         )
     if as_json:
@@ -311,6 +356,20 @@ def _seed_row(host: PluginHost, name: str) -> dict[str, Any]:
         "limits": to_jsonable(seed.limits),
         "policies": {policy: dict(parameters) for policy, parameters in seed.policies.items()},
     }
+
+
+@app.command()
+def logs(
+    planner_task_id: Annotated[
+        str, typer.Argument(help="The planner task ID a run printed (plan-...).")
+    ],
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Show the record of a planner call: each attempt's status and timing, the answer or error."""
+    with _reporting(as_json, debug):
+        record = records.read_record(planner_task_id)
+    typer.echo(to_json(record, indent=2) if as_json else records.render(record))
 
 
 @seeds_app.command("list")

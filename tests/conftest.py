@@ -34,6 +34,8 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: bytes
+    #: The client's TCP port: requests sharing it came over one (kept-alive) connection.
+    client_port: int = 0
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -97,7 +99,13 @@ class FakeProvider:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(length)
                 reply = provider._record(
-                    RecordedRequest("POST", self.path, dict(self.headers.items()), body)
+                    RecordedRequest(
+                        "POST",
+                        self.path,
+                        dict(self.headers.items()),
+                        body,
+                        client_port=self.client_address[1],
+                    )
                 )
                 if reply.action is not None:
                     reply.action(self)
@@ -177,6 +185,8 @@ def agent_env(provider: FakeProvider, tmp_path: Path) -> dict[str, str]:
         CODING_AGENT_MODEL=MODEL,
         CODING_AGENT_API_KEY=API_KEY,
         TMPDIR=str(workdir),
+        # Run records go to the test's own state directory, never the real ~/.local/state.
+        XDG_STATE_HOME=str(tmp_path / "state"),
     )
     return env
 
