@@ -91,6 +91,9 @@ class FakeProvider:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in separate writes; with Nagle on, a kept-alive
+            # connection waits out the client's delayed ACK (~40 ms) on every reply.
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
