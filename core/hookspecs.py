@@ -2,10 +2,19 @@
 
 A plugin is a module (or object) with functions named after these hooks,
 decorated with :data:`hookimpl`. Third-party plugins are found through the
-``sandboxed_coding_agent`` entry-point group; the built-in ones use the very
-same hooks. Each hook receives a ``register`` callback; call it once for every
-thing the plugin adds. The hooks are called once per process, the first time
-the agent needs the things they register.
+``sandboxed_coding_agent`` entry-point group (the entry point's name is the
+plugin's name); the built-in ones use the very same hooks. Each hook receives
+a ``register`` callback; call it once for every thing the plugin adds. The
+hooks are called once per process, the first time the agent needs the things
+they register.
+
+Names are first come, first served, and the built-in plugins come first: a
+plugin cannot replace the patch contract or a built-in seed by registering the
+same name. A plugin that fails to import, implements a hook under a wrong name
+or with wrong arguments, or raises in a hook is reported in one line naming it
+and its distribution, and left out; the rest of the agent keeps working.
+``agent plugins list`` shows every plugin, and ``--disable-plugin NAME`` or
+``SANDBOXED_CODING_AGENT_DISABLE_PLUGINS=name,...`` runs without one.
 """
 
 from __future__ import annotations
@@ -34,6 +43,9 @@ hookimpl = pluggy.HookimplMarker("sandboxed_coding_agent")
 def register_seeds(register: Callable[[SeedProject], None]) -> None:
     """Add seed projects that ``agent run --seed NAME`` can select.
 
+    A seed shipped as a folder with a ``seed.toml`` (package data of the
+    plugin) is read with :func:`sandboxed_coding_agent.core.manifest.load_seed`.
+
     :param register: call with each :class:`~sandboxed_coding_agent.core.model.SeedProject`.
     """
 
@@ -49,7 +61,13 @@ def register_planners(register: Callable[[Planner], None]) -> None:
 
 @hookspec
 def register_policies(register: Callable[[PatchPolicy], None]) -> None:
-    """Add patch policies; every registered policy checks every plan before it is tested.
+    """Add patch policies: rules a plan must keep before it reaches a sandbox.
+
+    Each policy's ``activation`` says whether it runs always, unless switched
+    off (``--no-policy NAME``), or only when switched on (a seed's
+    ``[policies.NAME]`` table, or ``--policy NAME``); its ``configure`` receives
+    the parameters a seed gives it. Every active policy checks every plan, and
+    all their reasons are reported together.
 
     :param register: call with each object satisfying
         :class:`~sandboxed_coding_agent.core.protocols.PatchPolicy`.
