@@ -92,10 +92,18 @@ class PluginHost:
 
     :param disabled: plugin names not to load (``SANDBOXED_CODING_AGENT_DISABLE_PLUGINS``).
     :param entry_points: whether to load third-party plugins at all.
+    :param plugins: more plugins by name, registered after the built-in ones, for a
+        program that embeds the agent (the way ``pytest.main(plugins=...)`` takes them).
     :raises UsageError: when asked to disable a plugin nobody may disable.
     """
 
-    def __init__(self, *, disabled: Iterable[str] = (), entry_points: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        disabled: Iterable[str] = (),
+        entry_points: bool = True,
+        plugins: Mapping[str, object] | None = None,
+    ) -> None:
         self.manager = pluggy.PluginManager(ENTRY_POINT_GROUP)
         self.manager.add_hookspecs(hookspecs)
         self.problems: list[str] = []
@@ -117,6 +125,10 @@ class PluginHost:
             name = module_name.rsplit(".", 1)[1]
             self._origins[name] = _Origin(OWN_DISTRIBUTION, own, str(module.__file__))
             self._register(module, name)
+        for name, plugin in (plugins or {}).items():
+            location = str(getattr(plugin, "__file__", None) or repr(plugin))
+            self._origins[name] = _Origin("given to PluginHost", "", location)
+            self._register(plugin, name)
         if entry_points:
             self._load_entry_points()
         for name in disabled:
