@@ -2,7 +2,7 @@
 
 Exit codes (also in the README):
 
-* 0 the test passed; 1 the test ran and failed or timed out;
+* 0 the test passed; 1 the test ran and failed, timed out or hit a sandbox limit;
 * 2 usage or configuration error; 3 provider error; 4 plan rejected by a policy;
 * 5 sandbox error; 70 unexpected internal error; 130 interrupted (Ctrl-C or SIGTERM).
 """
@@ -17,6 +17,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any, NoReturn
 
+import attrs
 import typer
 
 from . import contract, orchestrator, records
@@ -29,7 +30,7 @@ from .errors import (
     Rejection,
     UsageError,
 )
-from .model import PatchPlan, PlannerOptions, RunResult
+from .model import PatchPlan, PlannerOptions, RunResult, SeedLimits
 from .plugins import PluginHost, disabled_from_environment
 from .serialization import to_json, to_jsonable
 
@@ -158,6 +159,12 @@ def _read_plan_file(path: Path) -> PatchPlan:
     return contract.parse_plan(data)
 
 
+def _limits_with(limits: SeedLimits, **overrides: Any) -> SeedLimits:
+    """The seed's limits with the ones given on the command line instead."""
+    given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
+    return attrs.evolve(limits, **given)
+
+
 def _has_record(task_id: str) -> bool:
     try:
         return records.record_path(task_id).is_file()
@@ -168,6 +175,8 @@ def _has_record(task_id: str) -> bool:
 def _print_summary(result: RunResult) -> None:
     if result.test_timed_out:
         verdict = typer.style("tests TIMED OUT", fg="red", bold=True)
+    elif result.limit_hit is not None:
+        verdict = typer.style(f"tests STOPPED by the {result.limit_hit} limit", fg="red", bold=True)
     elif result.tests_passed:
         verdict = typer.style("tests passed", fg="green", bold=True)
     else:
@@ -238,6 +247,26 @@ def run(
         float | None,
         typer.Option(min=0.1, help="Seconds the test may run (default: the seed's, 60)."),
     ] = None,
+    memory_mb: Annotated[
+        int | None,
+        typer.Option(min=32, help="MiB of memory the test may use (default: the seed's, 512)."),
+    ] = None,
+    max_processes: Annotated[
+        int | None,
+        typer.Option(min=8, help="Processes the sandbox may hold (default: the seed's, 256)."),
+    ] = None,
+    cpu_seconds: Annotated[
+        float | None,
+        typer.Option(min=0.1, help="CPU seconds per test process (default: the seed's, 60)."),
+    ] = None,
+    max_file_mb: Annotated[
+        int | None,
+        typer.Option(min=1, help="Largest file the test may write, MiB (default: the seed's, 64)."),
+    ] = None,
+    disk_mb: Annotated[
+        int | None,
+        typer.Option(min=1, help="MiB the test may write, per folder (default: the seed's, 128)."),
+    ] = None,
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = None,
     provider_timeout: Annotated[
@@ -285,6 +314,14 @@ def run(
             plan=given_plan,
             instruction=prompt,
             test_timeout=test_timeout,
+            limits=_limits_with(
+                seed_project.limits,
+                memory_mb=memory_mb,
+                max_processes=max_processes,
+                cpu_seconds=cpu_seconds,
+                max_file_mb=max_file_mb,
+                disk_mb=disk_mb,
+            ),
             planner_options=PlannerOptions(
                 timeout_seconds=provider_timeout,
                 max_retries=provider_retries,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import attrs
 from attrs import validators as v
@@ -73,6 +74,15 @@ class SeedLimits:
     :ivar max_path_chars: longest path a plan may name.
     :ivar test_timeout_seconds: wall-clock limit for the test command.
     :ivar max_output_bytes: how much of the test's output is kept.
+    :ivar memory_mb: memory the test may use, in MiB (as the reference sandbox: 512).
+    :ivar max_processes: processes and threads the sandbox may hold at once.
+    :ivar cpu_seconds: CPU time each process of the test may use.
+    :ivar max_file_mb: largest file the test may write, in MiB.
+    :ivar disk_mb: room in the sandbox's writable folders (``/workspace``, ``/tmp``), in MiB.
+    :ivar output_stop_bytes: the test is stopped once it has written this much output.
+
+    The limits after ``max_output_bytes`` bound the sandbox; runners enforce
+    what their machine allows (``agent doctor`` says which, for the local one).
     """
 
     max_files: int = attrs.field(default=3, validator=v.ge(1))
@@ -80,6 +90,17 @@ class SeedLimits:
     max_path_chars: int = attrs.field(default=160, validator=v.ge(1))
     test_timeout_seconds: float = attrs.field(default=60.0, validator=v.gt(0))
     max_output_bytes: int = attrs.field(default=12_000, validator=v.ge(256))
+    memory_mb: int = attrs.field(default=512, validator=v.ge(32))
+    max_processes: int = attrs.field(default=256, validator=v.ge(8))
+    cpu_seconds: float = attrs.field(default=60.0, validator=v.gt(0))
+    max_file_mb: int = attrs.field(default=64, validator=v.ge(1))
+    disk_mb: int = attrs.field(default=128, validator=v.ge(1))
+    output_stop_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=v.ge(256))
+
+
+def _seed_default(name: str) -> Any:
+    # SandboxJob repeats SeedLimits' sandbox limits: one place decides their defaults.
+    return attrs.fields_dict(SeedLimits)[name].default
 
 
 @attrs.frozen
@@ -222,6 +243,8 @@ class SandboxJob:
     :ivar test_command: argv to run in the project folder.
     :ivar timeout_seconds: wall-clock limit of the test.
     :ivar max_output_bytes: how much of the test's output to keep.
+    :ivar memory_mb: and the fields after it: the sandbox limits of :class:`SeedLimits`,
+        with the same defaults.
     """
 
     seed: str
@@ -229,6 +252,18 @@ class SandboxJob:
     test_command: tuple[str, ...] = attrs.field(converter=_as_tuple, validator=v.min_len(1))
     timeout_seconds: float = attrs.field(validator=v.gt(0))
     max_output_bytes: int = attrs.field(validator=v.ge(256))
+    memory_mb: int = attrs.field(default=_seed_default("memory_mb"), validator=v.ge(32))
+    max_processes: int = attrs.field(default=_seed_default("max_processes"), validator=v.ge(8))
+    cpu_seconds: float = attrs.field(default=_seed_default("cpu_seconds"), validator=v.gt(0))
+    max_file_mb: int = attrs.field(default=_seed_default("max_file_mb"), validator=v.ge(1))
+    disk_mb: int = attrs.field(default=_seed_default("disk_mb"), validator=v.ge(1))
+    output_stop_bytes: int = attrs.field(
+        default=_seed_default("output_stop_bytes"), validator=v.ge(256)
+    )
+
+
+#: The limits a runner may name in :attr:`SandboxOutcome.limit_hit`.
+LIMITS = ("timeout", "memory", "processes", "cpu", "file-size", "disk", "output")
 
 
 @attrs.frozen
@@ -242,6 +277,8 @@ class SandboxOutcome:
     :ivar output_truncated: whether output was cut at the bound.
     :ivar timed_out: whether the test hit its wall-clock limit.
     :ivar duration_seconds: wall time from sandbox start to termination.
+    :ivar limit_hit: the limit (one of :data:`LIMITS`) that stopped or failed the
+        test, when the runner can tell; ``None`` when the test passed.
     """
 
     runner: str
@@ -251,10 +288,11 @@ class SandboxOutcome:
     output_truncated: bool = False
     timed_out: bool = False
     duration_seconds: float = 0.0
+    limit_hit: str | None = attrs.field(default=None, validator=v.optional(v.in_(LIMITS)))
 
     @property
     def tests_passed(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
+        return self.exit_code == 0 and not self.timed_out and self.limit_hit is None
 
 
 @attrs.frozen
@@ -279,3 +317,4 @@ class RunResult:
     planner_seconds: float | None = None
     sandbox_seconds: float = 0.0
     response_id: str | None = None
+    limit_hit: str | None = None

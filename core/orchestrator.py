@@ -19,6 +19,7 @@ from .model import (
     PlanRequest,
     RunResult,
     SandboxJob,
+    SeedLimits,
     SeedProject,
 )
 from .protocols import PatchPolicy, Planner, Runner
@@ -97,8 +98,13 @@ def run(
     test_timeout: float | None = None,
     planner_options: PlannerOptions | None = None,
     progress: Progress = _silent,
+    limits: SeedLimits | None = None,
 ) -> RunResult:
     """Plan with ``planner`` (or use ``plan``), check it, and test it in a fresh sandbox.
+
+    ``limits`` replaces the seed's limits for this run (for example
+    ``attrs.evolve(seed.limits, memory_mb=1024)``); ``test_timeout`` overrides
+    only the test's wall-clock limit.
 
     :raises ProviderError: the planner failed; no sandbox was created.
     :raises PlanRejected: a policy refused the plan; no sandbox was created.
@@ -106,6 +112,8 @@ def run(
     """
     if (planner is None) == (plan is None):
         raise ValueError("give exactly one of planner and plan")
+    if limits is not None:
+        seed = attrs.evolve(seed, limits=limits)
     instruction = instruction or seed.default_prompt
     files = seed.read_files()
     planned: PlannerResult | None = None
@@ -131,6 +139,12 @@ def run(
         test_command=seed.test_command,
         timeout_seconds=limits.test_timeout_seconds,
         max_output_bytes=limits.max_output_bytes,
+        memory_mb=limits.memory_mb,
+        max_processes=limits.max_processes,
+        cpu_seconds=limits.cpu_seconds,
+        max_file_mb=limits.max_file_mb,
+        disk_mb=limits.disk_mb,
+        output_stop_bytes=limits.output_stop_bytes,
     )
     progress(f"testing in runner {runner.name!r}: {' '.join(seed.test_command)}")
     outcome = runner.run_test(job)
@@ -149,6 +163,7 @@ def run(
         test_output=outcome.output,
         test_output_truncated=outcome.output_truncated,
         test_timed_out=outcome.timed_out,
+        limit_hit=outcome.limit_hit,
         model=planned.model if planned else None,
         usage=planned.usage if planned else None,
         planner_seconds=planned.duration_seconds if planned else None,

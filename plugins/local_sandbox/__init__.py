@@ -1,0 +1,175 @@
+"""The built-in local sandbox: bubblewrap with no network, no secrets, bounded resources.
+
+A run goes: make the sandbox's control groups (where the machine allows it),
+hand the seed files over in memory, start ``launch.py``, which joins the groups,
+lowers the rlimits and becomes ``bwrap``; collect the output within bounds; kill
+whatever is left; remove the groups. Nothing is written to the host's disk: the
+workspace is a tmpfs inside the sandbox and disappears with it.
+
+See :mod:`.bwrap` for what the sandbox sees and :mod:`.limits` for how each
+limit is enforced and reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import sys
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import attrs
+
+from sandboxed_coding_agent.core.errors import SandboxError
+from sandboxed_coding_agent.core.hookspecs import hookimpl
+from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome
+from sandboxed_coding_agent.core.protocols import Runner
+
+from .bwrap import (
+    MIB,
+    build_command,
+    bwrap_executable,
+    host_python,
+    user_namespaces_problem,
+    workspace_path,
+)
+from .cgroups import SandboxGroups
+from .limits import limit_hit, rlimits
+from .process import BoundedOutput, run_sandbox
+
+__all__ = [
+    "BoundedOutput",
+    "LocalSandbox",
+    "bwrap_executable",
+    "new_sandbox_id",
+    "user_namespaces_problem",
+]
+
+LAUNCHER = Path(__file__).with_name("launch.py")
+
+
+def new_sandbox_id() -> str:
+    return f"sbx-{uuid.uuid4().hex[:16]}"
+
+
+@contextlib.contextmanager
+def _in_memory(files: Mapping[str, bytes]) -> Iterator[list[tuple[int, str]]]:
+    """Each file as an anonymous in-memory file, for ``bwrap --file`` to copy into the sandbox."""
+    # One descriptor per file must fit under this process's limit, with room to spare.
+    allowed = resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 64
+    if len(files) > allowed:
+        raise SandboxError(
+            f"the seed has {len(files)} files, but this process may open only {allowed} "
+            "more; raise the limit (`ulimit -n`)"
+        )
+    opened: list[tuple[int, str]] = []
+    try:
+        for relative, data in files.items():
+            target = workspace_path(relative)
+            fd = os.memfd_create("seed-file")
+            opened.append((fd, target))
+            _write_all(fd, data)
+            os.lseek(fd, 0, os.SEEK_SET)
+        yield opened
+    finally:
+        for fd, _ in opened:
+            os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+@attrs.frozen
+class LocalSandbox:
+    """Runs the test on this machine in a bubblewrap sandbox (Linux, user namespaces)."""
+
+    name: str = "local"
+    description: str = "bubblewrap on this machine: no network, no secrets, bounded resources"
+
+    def run_test(self, job: SandboxJob) -> SandboxOutcome:
+        sandbox_id = new_sandbox_id()
+        try:
+            bwrap = bwrap_executable()
+        except SandboxError as error:
+            raise SandboxError(error.message, sandbox_id=sandbox_id) from None
+        problem = user_namespaces_problem()
+        if problem:
+            raise SandboxError(f"the local sandbox cannot run: {problem}", sandbox_id=sandbox_id)
+        groups = SandboxGroups(
+            sandbox_id,
+            max_processes=job.max_processes,
+            # The tmpfs mounts' pages are charged as memory: leave room for a full workspace.
+            memory_bytes=(job.memory_mb + job.disk_mb) * MIB,
+        )
+        try:
+            return self._run(job, sandbox_id, bwrap, groups)
+        except SandboxError as error:
+            raise SandboxError(error.message, sandbox_id=sandbox_id) from None
+        finally:
+            groups.kill_and_remove()
+
+    def _run(
+        self, job: SandboxJob, sandbox_id: str, bwrap: Path, groups: SandboxGroups
+    ) -> SandboxOutcome:
+        python, python_folders = host_python()
+        with _in_memory(job.files) as files:
+            status = os.pipe()
+            argv = build_command(
+                bwrap,
+                job,
+                status_fd=status[1],
+                files=files,
+                python=python,
+                bin_dirs=[os.path.dirname(python)],
+                read_only=python_folders,
+            )
+            config = {
+                "cgroups": groups.procs_files,
+                "rlimits": rlimits(job, pids_group="pids" in groups.groups),
+            }
+            launcher = [sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(config), "--"]
+            try:
+                finished = run_sandbox(
+                    [*launcher, *argv],
+                    status_pipe=status,
+                    pass_fds=[fd for fd, _ in files],
+                    timeout=job.timeout_seconds,
+                    max_output_bytes=job.max_output_bytes,
+                    output_stop_bytes=job.output_stop_bytes,
+                )
+            except OSError as error:
+                raise SandboxError(f"could not start bwrap: {error}") from None
+        if not finished.started:
+            detail = finished.output.text().strip() or f"bwrap exited with {finished.returncode}"
+            hint = user_namespaces_problem()
+            raise SandboxError(
+                f"the sandbox could not be created: {detail}" + (f"; {hint}" if hint else "")
+            )
+        output = finished.output.text()
+        return SandboxOutcome(
+            runner=self.name,
+            sandbox_id=sandbox_id,
+            exit_code=finished.exit_code,
+            output=output,
+            output_truncated=finished.output.truncated,
+            timed_out=finished.timed_out,
+            duration_seconds=finished.duration_seconds,
+            limit_hit=limit_hit(
+                exit_code=finished.exit_code,
+                timed_out=finished.timed_out,
+                flooded=finished.output.flooded,
+                counters=groups.counters(),
+                output=output,
+            ),
+        )
+
+
+@hookimpl
+def register_runners(register: Callable[[Runner], None]) -> None:
+    register(LocalSandbox())

