@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -254,10 +255,26 @@ class _Reader:
                 raise self.fail(
                     ("runtime", key), f"unknown key (known: {', '.join(sorted(_RUNTIME_KEYS))})"
                 )
-        if "python" in table and not (isinstance(table["python"], str) and table["python"]):
+        python = table.get("python")
+        if python is not None and not (isinstance(python, str) and re.fullmatch(r"3\.\d+", python)):
             raise self.fail(("runtime", "python"), 'must be a version such as "3.12"')
         if "requirements" in table:
             self.strings(table, "requirements")
+        # Until the sandbox can prepare a runtime, refuse one it would not have rather
+        # than let the test fail later for a reason the manifest hides.
+        running = f"{sys.version_info.major}.{sys.version_info.minor}"
+        if python is not None and python != running:
+            raise self.fail(
+                ("runtime", "python"),
+                f"the sandbox runs the agent's own Python {running}; "
+                "preparing another version is not supported yet",
+            )
+        if table.get("requirements"):
+            raise self.fail(
+                ("runtime", "requirements"),
+                "preparing requirements is not supported yet: the sandbox has the agent's "
+                "own Python and its standard library only",
+            )
         return dict(table)
 
 

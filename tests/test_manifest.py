@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -342,3 +343,18 @@ def test_seeds_show_names_the_folder_and_what_may_change(
     assert shown["test_files"] == ["tests/__init__.py", "tests/test_mean.py"]
     text = run_agent("seeds", "show", str(root))
     assert f"source:         folder {root.resolve()}" in text.stdout
+
+
+def test_runtime_the_sandbox_has_is_accepted_and_one_it_cannot_prepare_is_refused(
+    tmp_path: Path,
+) -> None:
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert load_seed(make_seed(tmp_path, MANIFEST + f'[runtime]\npython = "{running}"\n'))
+    message = problem(tmp_path, MANIFEST + '\n[runtime]\nrequirements = ["pytest>=8"]\n')
+    assert message.startswith("line 10: runtime.requirements: preparing requirements is not")
+    message = problem(tmp_path, MANIFEST + '\n[runtime]\npython = "3.99"\n')
+    assert message.startswith(
+        f"line 10: runtime.python: the sandbox runs the agent's own Python {running}"
+    )
+    message = problem(tmp_path, MANIFEST + "\n[runtime]\npython = 3.12\n")
+    assert message == 'line 10: runtime.python: must be a version such as "3.12"'
