@@ -353,8 +353,19 @@ class _Call:
             text = text.replace(form, "[redacted]")
         return text
 
+    def holds_key(self, text: str) -> bool:
+        return any(form in text for form in self._secret_forms)
+
     def error(self, message: str) -> ProviderError:
         return ProviderError(self.redact(message), planner_task_id=self.task_id)
+
+    def rejected(self, error: PlanRejected) -> PlanRejected:
+        """``error`` for this call, with the key blanked from paths the model chose."""
+        rejections = [
+            attrs.evolve(r, message=self.redact(r.message), path=r.path and self.redact(r.path))
+            for r in error.rejections
+        ]
+        return PlanRejected(rejections, planner_task_id=self.task_id)
 
     def quoted(self, text: str) -> str:
         """Provider text fit to quote: key removed, control characters blanked, bounded."""
@@ -607,11 +618,18 @@ def extract_json_object(text: str) -> str:
             f"the model's answer holds {len(found)} JSON objects; "
             "it is not clear which one is the plan"
         )
-    start, end = found[0]
-    return text[start:end]
+    first, last = found[0]
+    return text[first:last]
 
 
 # --- the planner ----------------------------------------------------------------------------
+
+# A provider echoing the key into the plan would carry it into the sandbox, the diff and
+# the summary; such an answer is never used.
+_ANSWER_HOLDS_KEY = (
+    "the model's answer contains the API key (the provider echoed it back); "
+    "it was not used, so the key reaches neither the sandbox nor any output"
+)
 
 
 def _sleep(seconds: float) -> None:
@@ -684,6 +702,8 @@ class OpenAICompatiblePlanner:
         raw = self._exchange(call, body)
         call.keep_excerpt(raw)
         completion = parse_completion(raw, call)
+        if call.holds_key(completion.content):
+            raise call.error(_ANSWER_HOLDS_KEY)
         try:
             text = extract_json_object(completion.content)
         except ValueError as problem:
@@ -691,15 +711,15 @@ class OpenAICompatiblePlanner:
                 f"{problem}; it begins: {call.quoted(completion.content[:120])}"
             ) from None
         try:
-            plan = contract.parse_plan(text)
+            plan = contract.validate_plan(
+                contract.parse_plan(text),
+                editable_paths=request.editable_paths,
+                limits=request.limits,
+            )
         except PlanRejected as rejected:
-            raise PlanRejected(rejected.rejections, planner_task_id=call.task_id) from None
-        contract.validate_plan(
-            plan,
-            editable_paths=request.editable_paths,
-            limits=request.limits,
-            planner_task_id=call.task_id,
-        )
+            raise call.rejected(rejected) from None
+        if any(call.holds_key(entry.path + entry.content) for entry in plan.files):
+            raise call.error(_ANSWER_HOLDS_KEY)  # written with JSON escapes, say \u0073k-...
         return PlannerResult(
             planner=self.name,
             planner_task_id=call.task_id,

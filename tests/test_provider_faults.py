@@ -559,6 +559,40 @@ def test_plan_json_with_a_repeated_key_is_still_rejected_by_the_contract(
     assert caught.value.planner_task_id is not None
 
 
+def escaped(text: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" for c in text)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        plan_json(("calculator.py", f"KEY = {API_KEY!r}\n")),
+        plan_json(("calculator.py", API_KEY)).replace(API_KEY, escaped(API_KEY)),
+        f"{PLAN}\nBy the way, your key is {API_KEY}",
+    ],
+    ids=["in-content", "json-escaped", "in-prose"],
+)
+def test_answer_echoing_the_key_is_never_used(
+    provider: FakeProvider, planner: Planner, content: str
+) -> None:
+    provider.reply_content(content)
+
+    error = planner.fails()
+
+    assert "contains the API key" in error.message
+
+
+def test_key_in_a_rejected_path_is_blanked(provider: FakeProvider, planner: Planner) -> None:
+    provider.reply_content(plan_json((f"{API_KEY}.py", "")).replace(API_KEY, escaped(API_KEY)))
+
+    with pytest.raises(PlanRejected) as caught:
+        planner.plan()
+
+    assert API_KEY not in caught.value.message
+    assert "[redacted].py" in caught.value.message
+    assert all(API_KEY not in (r.path or "") for r in caught.value.rejections)
+
+
 # --- response_format ----------------------------------------------------------------------------
 
 

@@ -305,6 +305,11 @@ def test_api_key_appears_in_no_output_record_or_error(
                 }
             ],
         ),
+        (["run"], [{"status": 200, "body": completion(plan_json((f"{API_KEY}.py", "x")))}]),
+        (
+            ["run", "--json"],
+            [{"status": 200, "body": completion(plan_json(("calculator.py", echo)))}],
+        ),
     ]
     seen: list[str] = []
     task_ids: list[str] = []
