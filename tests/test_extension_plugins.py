@@ -429,11 +429,11 @@ def test_hook_signature_mismatch_is_caught_when_the_plugin_loads(
     )
     assert "{'add'}" in line
     (line,) = lines_about(run.stderr, "unknown_hook")
-    assert line == (
+    assert line.startswith(
         "agent: warning: plugin 'unknown_hook' (unknown-hook-plugin 0.1.0) implements unknown "
-        "hook(s) register_seed and was not loaded (known: register_planners, register_policies, "
-        "register_runners, register_seeds)"
+        "hook(s) register_seed and was not loaded (known: "
     )
+    assert "register_seeds" in line
     infos = {
         i["name"]: i for i in json.loads(agent("plugins", "list", "--json", env=with_broken).stdout)
     }
