@@ -5,6 +5,8 @@ Exit codes (also in the README):
 * 0 the test passed; 1 the test ran and failed, timed out or hit a sandbox limit;
 * 2 usage or configuration error; 3 provider error; 4 plan rejected by a policy;
 * 5 sandbox error; 70 unexpected internal error; 130 interrupted (Ctrl-C or SIGTERM).
+
+``agent doctor`` exits 0 when every required item is OK, 2 when one is not.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .errors import (
     UsageError,
 )
 from .model import PatchPlan, PlannerOptions, RunResult, SeedLimits
+from .doctor import EXIT_NOT_READY, INSTALLATION_CHECKS, ready, run_checks
 from .plugins import PluginHost, disabled_from_environment
 from .serialization import to_json, to_jsonable
 
@@ -482,6 +485,34 @@ def policies_list(as_json: JsonOption = False, debug: DebugOption = False) -> No
                 f"{row['name']}  ({when[row['activation']]}; {host.describe(row['plugin'])})"
             )
             typer.echo(f"  {row['description']}")
+
+
+@app.command()
+def doctor(as_json: JsonOption = False, debug: DebugOption = False) -> None:
+    """Check that this machine has what a run needs: each item OK, or how to fix it."""
+    with _reporting(as_json, debug):
+        host = _load_plugins()
+        checks = [("core", check) for check in INSTALLATION_CHECKS]
+        checks += [(registered.plugin, registered.item) for registered in host.checks.values()]
+        findings = run_checks(checks)
+    all_ready = ready(findings)
+    if as_json:
+        typer.echo(json.dumps({"ready": all_ready, "findings": to_jsonable(findings)}, indent=2))
+    else:
+        width = max((len(f.item) for f in findings), default=0)
+        colours = {"OK": "green", "WARN": "yellow", "FAIL": "red"}
+        for finding in findings:
+            verdict = typer.style(f"{finding.verdict:<4}", fg=colours[finding.verdict], bold=True)
+            typer.echo(f"{verdict}  {finding.item:<{width}}  {finding.detail}")
+            if finding.fix and not finding.ok:
+                typer.echo(f"      {'':<{width}}  fix: {finding.fix}")
+        failed = sum(1 for f in findings if f.required and not f.ok)
+        typer.echo(
+            "\nready: every required item is OK"
+            if all_ready
+            else f"\nnot ready: {failed} required item(s) failed"
+        )
+    raise typer.Exit(EXIT_TESTS_PASSED if all_ready else EXIT_NOT_READY)
 
 
 @plugins_app.command("list")

@@ -24,11 +24,12 @@ from collections.abc import Callable
 import pluggy
 
 from .model import SeedProject
-from .protocols import PatchPolicy, Planner, Runner
+from .protocols import Check, PatchPolicy, Planner, Runner
 
 __all__ = [
     "hookimpl",
     "hookspec",
+    "register_checks",
     "register_planners",
     "register_policies",
     "register_runners",
@@ -80,4 +81,22 @@ def register_runners(register: Callable[[Runner], None]) -> None:
 
     :param register: call with each object satisfying
         :class:`~sandboxed_coding_agent.core.protocols.Runner`.
+    """
+
+
+@hookspec
+def register_checks(register: Callable[[Check], None]) -> None:
+    """Add checks that ``agent doctor`` runs, for what the plugin needs on this machine.
+
+    The checks run only in ``agent doctor``; each tries what it checks for real
+    and reports one :class:`~sandboxed_coding_agent.core.model.Finding` per
+    item, OK or with its fix. For example, a plugin for a cloud backend checks
+    that its client imports and its credentials are set (never printing them)::
+
+        @hookimpl
+        def register_checks(register):
+            register(CloudCredentials())
+
+    :param register: call with each object satisfying
+        :class:`~sandboxed_coding_agent.core.protocols.Check`.
     """

@@ -318,3 +318,25 @@ class RunResult:
     sandbox_seconds: float = 0.0
     response_id: str | None = None
     limit_hit: str | None = None
+
+
+@attrs.frozen
+class Finding:
+    """One item of ``agent doctor``: OK, or what is wrong and how to fix it.
+
+    :ivar item: what was checked, for example ``bwrap`` or ``limit processes``.
+    :ivar ok: whether it is as a run needs it.
+    :ivar detail: what was found; never a secret.
+    :ivar fix: what to do about it, when it is not OK.
+    :ivar required: whether a run needs it; when not, a problem is only a warning.
+    """
+
+    item: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+    required: bool = True
+
+    @property
+    def verdict(self) -> str:
+        return "OK" if self.ok else ("FAIL" if self.required else "WARN")

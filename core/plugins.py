@@ -22,7 +22,7 @@ import pluggy
 from . import contract, hookspecs, manifest
 from .errors import UsageError
 from .model import SeedProject
-from .protocols import PatchPolicy, Planner, Runner
+from .protocols import Check, PatchPolicy, Planner, Runner
 from .serialization import describe_structure_error
 
 ENTRY_POINT_GROUP = "sandboxed_coding_agent"
@@ -80,6 +80,7 @@ _KINDS: dict[str, tuple[str, type]] = {
     "register_planners": ("planner", Planner),
     "register_policies": ("policy", PatchPolicy),
     "register_runners": ("runner", Runner),
+    "register_checks": ("check", Check),
 }
 
 
@@ -140,6 +141,7 @@ class PluginHost:
         self.planners: dict[str, Registered[Planner]] = self._collect("register_planners")
         self.policies: dict[str, Registered[PatchPolicy]] = self._collect("register_policies")
         self.runners: dict[str, Registered[Runner]] = self._collect("register_runners")
+        self.checks: dict[str, Registered[Check]] = self._collect("register_checks")
         if self.policies.get(contract.POLICY, Registered(None, "")).plugin != "patch_contract":
             raise UsageError("the patch contract is missing; reinstall sandboxed-coding-agent")
 
@@ -331,6 +333,7 @@ class PluginHost:
             ("planner", self.planners),
             ("policy", self.policies),
             ("runner", self.runners),
+            ("check", self.checks),
         ):
             for registered in registry.values():
                 kinds.setdefault(registered.plugin, [])

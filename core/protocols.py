@@ -1,4 +1,4 @@
-"""What a plugin's planner, policy and runner objects look like.
+"""What a plugin's planner, policy, runner and check objects look like.
 
 These are structural types: any object with these attributes and methods
 works; there is nothing to inherit from.
@@ -10,7 +10,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import Rejection
-from .model import PatchPlan, PlannerResult, PlanRequest, SandboxJob, SandboxOutcome, SeedProject
+from .model import (
+    Finding,
+    PatchPlan,
+    PlannerResult,
+    PlanRequest,
+    SandboxJob,
+    SandboxOutcome,
+    SeedProject,
+)
 
 
 @runtime_checkable
@@ -95,3 +103,24 @@ class Runner(Protocol):
     def description(self) -> str: ...
 
     def run_test(self, job: SandboxJob) -> SandboxOutcome: ...
+
+
+@runtime_checkable
+class Check(Protocol):
+    """Checks, for ``agent doctor``, something a plugin needs on this machine.
+
+    ``run`` returns (or yields) one
+    :class:`~sandboxed_coding_agent.core.model.Finding` per item it checks: OK,
+    or what is wrong and the fix. It should try the thing for real (start a
+    process, import a module) rather than guess, take a few seconds at most,
+    never show a secret, and not raise for a problem it finds: a problem is a
+    finding (a check that raises becomes a failed item naming its plugin).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    def run(self) -> Iterable[Finding]: ...

@@ -53,12 +53,13 @@ from sandboxed_coding_agent.core import contract, records
 from sandboxed_coding_agent.core.errors import ConfigurationError, PlanRejected, ProviderError
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import (
+    Finding,
     PlannerOptions,
     PlannerResult,
     PlanRequest,
     TokenUsage,
 )
-from sandboxed_coding_agent.core.protocols import Planner
+from sandboxed_coding_agent.core.protocols import Check, Planner
 
 if TYPE_CHECKING:
     import httpx
@@ -877,6 +878,35 @@ def _post(
         return response.status_code, response.headers, bytes(received)
 
 
+@attrs.frozen
+class ProviderVariables:
+    """For ``agent doctor``: the provider variables are set and valid; the key is never shown."""
+
+    name: str = "openai-provider"
+    description: str = "the OpenAI-compatible planner's variables"
+
+    def run(self) -> list[Finding]:
+        try:
+            settings = settings_from_environment()
+        except ConfigurationError as error:
+            return [
+                Finding(
+                    "provider variables",
+                    ok=False,
+                    detail=error.message,
+                    fix=f"export {', '.join(PROVIDER_SECRET_NAMES)} "
+                    "(or test plan files with `agent run --plan`)",
+                )
+            ]
+        detail = f"{settings.base_url}, model {settings.model}, {API_KEY_ENV} set (not shown)"
+        return [Finding("provider variables", ok=True, detail=detail)]
+
+
 @hookimpl
 def register_planners(register: Callable[[Planner], None]) -> None:
     register(OpenAICompatiblePlanner())
+
+
+@hookimpl
+def register_checks(register: Callable[[Check], None]) -> None:
+    register(ProviderVariables())

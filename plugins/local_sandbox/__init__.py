@@ -26,7 +26,7 @@ import attrs
 from sandboxed_coding_agent.core.errors import SandboxError
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome
-from sandboxed_coding_agent.core.protocols import Runner
+from sandboxed_coding_agent.core.protocols import Check, Runner
 
 from .bwrap import (
     MIB,
@@ -37,6 +37,7 @@ from .bwrap import (
     workspace_path,
 )
 from .cgroups import SandboxGroups
+from .checks import LocalSandboxCheck
 from .limits import limit_hit, rlimits
 from .process import BoundedOutput, run_sandbox
 
@@ -173,3 +174,8 @@ class LocalSandbox:
 @hookimpl
 def register_runners(register: Callable[[Runner], None]) -> None:
     register(LocalSandbox())
+
+
+@hookimpl
+def register_checks(register: Callable[[Check], None]) -> None:
+    register(LocalSandboxCheck())

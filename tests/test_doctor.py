@@ -1,0 +1,167 @@
+"""`agent doctor` on this machine, for real: each item OK or its fix, and the exit code says it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+from conftest import AGENT, API_KEY, AgentRun
+
+from sandboxed_coding_agent.core.doctor import ready, run_checks
+from sandboxed_coding_agent.core.hookspecs import hookimpl
+from sandboxed_coding_agent.core.model import Finding
+from sandboxed_coding_agent.core.plugins import PluginHost
+from sandboxed_coding_agent.plugins.local_sandbox import bwrap_executable
+
+RunAgent = Callable[..., AgentRun]
+
+EVERY_ITEM = {
+    "lazycloud client",
+    "bwrap",
+    "namespace user",
+    "namespace pid",
+    "namespace network",
+    "namespace ipc",
+    "namespace uts",
+    "namespace cgroup",
+    "namespace user, nested ones blocked",
+    "sandbox",
+    "limit timeout",
+    "limit output",
+    "limit memory",
+    "limit processes",
+    "limit cpu",
+    "limit file-size",
+    "limit disk",
+    "uv",
+    "provider variables",
+}
+
+
+def findings_of(stdout: str) -> dict[str, dict[str, Any]]:
+    return {f["item"]: f for f in json.loads(stdout)["findings"]}
+
+
+def test_doctor_finds_everything_a_run_needs_on_this_machine(run_agent: RunAgent) -> None:
+    run = run_agent("doctor", "--json")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads(run.stdout)["ready"] is True
+    findings = findings_of(run.stdout)
+    assert set(findings) == EVERY_ITEM
+    assert [item for item, f in findings.items() if not f["ok"]] == []
+    assert findings["sandbox"]["detail"].endswith("network interfaces inside: ['lo']")
+    # This machine: cgroup v1 with pids and memory controllers, and root.
+    assert findings["limit processes"]["detail"] == "a pids cgroup with pids.max"
+    assert "memory cgroup" in findings["limit memory"]["detail"]
+
+
+def test_doctor_never_shows_the_api_key(run_agent: RunAgent) -> None:
+    for flags in ((), ("--json",)):
+        run = run_agent("doctor", *flags)
+
+        assert API_KEY not in run.stdout + run.stderr
+        assert "CODING_AGENT_API_KEY set (not shown)" in run.stdout
+
+
+def test_doctor_without_the_key_fails_and_names_the_variable(run_agent: RunAgent) -> None:
+    run = run_agent("doctor", env={"CODING_AGENT_API_KEY": ""})
+
+    assert run.returncode == 2, run.stdout + run.stderr
+    line = next(line for line in run.stdout.splitlines() if "provider variables" in line)
+    assert line.startswith("FAIL")
+    assert "CODING_AGENT_API_KEY is not set" in line
+    assert "fix: export CODING_AGENT_BASE_URL" in run.stdout
+    assert "not ready: 1 required item(s) failed" in run.stdout
+
+
+def in_outer_sandbox(
+    agent_env: dict[str, str], *bwrap_flags: str
+) -> subprocess.CompletedProcess[str]:
+    """Run `agent doctor --json` inside a bwrap that takes something away from it."""
+    return subprocess.run(
+        [str(bwrap_executable()), *bwrap_flags, "--", str(AGENT), "doctor", "--json"],
+        env=agent_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_doctor_says_which_limit_it_cannot_enforce(agent_env: dict[str, str]) -> None:
+    # Root, but with the control groups read-only: the process count is then unbounded.
+    done = in_outer_sandbox(
+        agent_env, "--dev-bind", "/", "/", "--ro-bind", "/sys/fs/cgroup", "/sys/fs/cgroup"
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr  # a warning, not a failure
+    findings = findings_of(done.stdout)
+    processes = findings["limit processes"]
+    assert processes["ok"] is False
+    assert processes["required"] is False
+    assert processes["detail"].startswith("NOT enforced")
+    assert "Delegate=yes" in processes["fix"]
+    assert findings["limit memory"]["detail"].startswith("RLIMIT_AS per process only")
+    assert findings["limit cpu"]["ok"] is True
+
+
+def test_doctor_fails_where_namespaces_cannot_be_created(agent_env: dict[str, str]) -> None:
+    done = in_outer_sandbox(agent_env, "--unshare-user", "--disable-userns", "--dev-bind", "/", "/")
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    findings = findings_of(done.stdout)
+    user = findings["namespace user"]
+    assert user["ok"] is False
+    assert user["fix"]
+    assert "sandbox" not in findings  # not tried: it could not work
+    assert "Traceback" not in done.stderr
+
+
+@attrs.frozen
+class CloudCredentials:
+    name: str = "cloud-credentials"
+    description: str = "an example of a third-party check"
+
+    def run(self) -> list[Finding]:
+        return [Finding("cloud token", ok=False, detail="not set", fix="export TOKEN")]
+
+
+@attrs.frozen
+class BrokenCheck:
+    name: str = "broken-check"
+    description: str = "a check that raises"
+
+    def run(self) -> list[Finding]:
+        raise RuntimeError("boom")
+
+
+class ExamplePlugin:
+    @hookimpl
+    def register_checks(self, register: Callable[[object], None]) -> None:
+        register(CloudCredentials())
+        register(BrokenCheck())
+
+
+def test_a_plugin_adds_checks_through_the_hook_and_a_broken_one_is_a_failed_item() -> None:
+    host = PluginHost(entry_points=False, plugins={"example": ExamplePlugin()})
+
+    assert host.checks["cloud-credentials"].plugin == "example"
+    findings = run_checks(
+        [(r.plugin, r.item) for r in host.checks.values() if r.plugin == "example"]
+    )
+
+    assert findings == [
+        Finding("cloud token", ok=False, detail="not set", fix="export TOKEN"),
+        Finding(
+            "broken-check",
+            ok=False,
+            detail="the check failed: RuntimeError: boom",
+            fix="report this to the authors of plugin 'example'",
+        ),
+    ]
+    assert ready(findings) is False
+    assert ready([Finding("optional", ok=False, detail="-", required=False)]) is True
