@@ -23,6 +23,7 @@ import attrs
 import typer
 
 from . import contract, orchestrator, records
+from .doctor import EXIT_NOT_READY, INSTALLATION_CHECKS, ready, run_checks
 from .errors import (
     EXIT_CODES,
     EXIT_TESTS_FAILED,
@@ -33,7 +34,6 @@ from .errors import (
     UsageError,
 )
 from .model import PatchPlan, PlannerOptions, RunResult, SeedLimits
-from .doctor import EXIT_NOT_READY, INSTALLATION_CHECKS, ready, run_checks
 from .plugins import PluginHost, disabled_from_environment
 from .serialization import to_json, to_jsonable
 
