@@ -222,7 +222,11 @@ def test_provider_down_is_a_provider_error_and_creates_no_sandbox(
     run_agent: RunAgent, unused_port: int
 ) -> None:
     run = run_agent(
-        "run", "--json", env={"CODING_AGENT_BASE_URL": f"http://127.0.0.1:{unused_port}/v1"}
+        "run",
+        "--json",
+        "--provider-retries",
+        "0",
+        env={"CODING_AGENT_BASE_URL": f"http://127.0.0.1:{unused_port}/v1"},
     )
 
     assert run.returncode == 3, run.stderr
