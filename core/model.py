@@ -98,6 +98,35 @@ class SeedLimits:
     output_stop_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=v.ge(256))
 
 
+def _requirement(
+    _: object, attribute: attrs.Attribute[tuple[str, ...]], value: tuple[str, ...]
+) -> None:
+    for requirement in value:
+        if not isinstance(requirement, str) or not requirement.strip():
+            raise ValueError(f"{attribute.name}: a requirement must be a non-empty string")
+        if requirement.lstrip().startswith("-"):
+            # An installer would read it as an option (an index URL, an editable path).
+            raise ValueError(f"{attribute.name}: {requirement!r} is an option, not a requirement")
+
+
+@attrs.frozen
+class SeedRuntime:
+    """The Python a seed's test needs beyond the standard library.
+
+    The runner prepares it before the sandbox starts, outside it and with
+    network (the local runner uses uv and caches it by a hash of both fields),
+    and gives it to the sandbox read-only; the test then runs offline.
+
+    :ivar python: the Python version, such as ``"3.12"``; ``None`` means the agent's own.
+    :ivar requirements: requirement specifiers, such as ``"pytest>=8"``.
+    """
+
+    python: str | None = attrs.field(default=None, validator=v.optional(v.matches_re(r"3\.\d+")))
+    requirements: tuple[str, ...] = attrs.field(
+        default=(), converter=_as_tuple, validator=_requirement
+    )
+
+
 def _seed_default(name: str) -> Any:
     # SandboxJob repeats SeedLimits' sandbox limits: one place decides their defaults.
     return attrs.fields_dict(SeedLimits)[name].default
@@ -122,6 +151,8 @@ class SeedProject:
         :data:`ALWAYS_TEST_PATHS` they are the seed's test files, which are never editable.
     :ivar policies: policies this seed switches on, by name, each with its parameters
         (an empty mapping keeps the policy's defaults).
+    :ivar runtime: the Python and packages the test needs; ``None``: the agent's own
+        Python and its standard library.
     """
 
     name: str = attrs.field(validator=v.matches_re(r"[a-z0-9][a-z0-9._-]{0,63}"))
@@ -136,6 +167,7 @@ class SeedProject:
     policies: Mapping[str, Mapping[str, object]] = attrs.field(
         factory=dict, converter=_frozen_parameters
     )
+    runtime: SeedRuntime | None = None
 
     @editable_paths.validator
     def _editable_paths_are_files(self, _: attrs.Attribute[object], value: tuple[str, ...]) -> None:
@@ -245,6 +277,7 @@ class SandboxJob:
     :ivar max_output_bytes: how much of the test's output to keep.
     :ivar memory_mb: and the fields after it: the sandbox limits of :class:`SeedLimits`,
         with the same defaults.
+    :ivar runtime: the seed's runtime, which the runner prepares; ``None``: its own Python.
     """
 
     seed: str
@@ -260,6 +293,7 @@ class SandboxJob:
     output_stop_bytes: int = attrs.field(
         default=_seed_default("output_stop_bytes"), validator=v.ge(256)
     )
+    runtime: SeedRuntime | None = None
 
 
 #: The limits a runner may name in :attr:`SandboxOutcome.limit_hit`.

@@ -22,7 +22,7 @@ from .model import (
     SeedLimits,
     SeedProject,
 )
-from .protocols import PatchPolicy, Planner, Runner
+from .protocols import PatchPolicy, Planner, PreparingRunner, Runner
 
 Progress = Callable[[str], None]
 
@@ -145,7 +145,10 @@ def run(
         max_file_mb=limits.max_file_mb,
         disk_mb=limits.disk_mb,
         output_stop_bytes=limits.output_stop_bytes,
+        runtime=seed.runtime,
     )
+    if isinstance(runner, PreparingRunner):
+        runner.prepare(job, progress)
     progress(f"testing in runner {runner.name!r}: {' '.join(seed.test_command)}")
     outcome = runner.run_test(job)
     progress(f"sandbox {outcome.sandbox_id} terminated")

@@ -6,7 +6,7 @@ works; there is nothing to inherit from.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import Rejection
@@ -103,6 +103,21 @@ class Runner(Protocol):
     def description(self) -> str: ...
 
     def run_test(self, job: SandboxJob) -> SandboxOutcome: ...
+
+
+@runtime_checkable
+class PreparingRunner(Protocol):
+    """A runner that also has slow, one-time work to do before a sandbox starts.
+
+    If a runner has ``prepare``, the orchestrator calls it before ``run_test``,
+    outside any sandbox, with the run's ``progress`` callback (one line of text
+    per call), for work such as building ``job.runtime`` with network access.
+    ``run_test`` must still work without it (preparing then, silently). It
+    raises :class:`~sandboxed_coding_agent.core.errors.SandboxError` when the
+    preparation fails.
+    """
+
+    def prepare(self, job: SandboxJob, progress: Callable[[str], None]) -> None: ...
 
 
 @runtime_checkable

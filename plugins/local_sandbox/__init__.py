@@ -1,9 +1,10 @@
 """The built-in local sandbox: bubblewrap with no network, no secrets, bounded resources.
 
-A run goes: make the sandbox's control groups (where the machine allows it),
-hand the seed files over in memory, start ``launch.py``, which joins the groups,
-lowers the rlimits and becomes ``bwrap``; collect the output within bounds; kill
-whatever is left; remove the groups. Nothing is written to the host's disk: the
+A run goes: prepare the seed's runtime if it has one (see :mod:`.runtime`); make
+the sandbox's control groups (where the machine allows it); hand the seed files
+over in memory; start ``launch.py``, which joins the groups, lowers the rlimits
+and becomes ``bwrap``; collect the output within bounds; kill whatever is left;
+remove the groups. Nothing is written to the host's disk: the
 workspace is a tmpfs inside the sandbox and disappears with it.
 
 See :mod:`.bwrap` for what the sandbox sees and :mod:`.limits` for how each
@@ -40,6 +41,7 @@ from .cgroups import SandboxGroups
 from .checks import LocalSandboxCheck
 from .limits import limit_hit, rlimits
 from .process import BoundedOutput, run_sandbox
+from .runtime import prepare_runtime
 
 __all__ = [
     "BoundedOutput",
@@ -93,6 +95,11 @@ class LocalSandbox:
     name: str = "local"
     description: str = "bubblewrap on this machine: no network, no secrets, bounded resources"
 
+    def prepare(self, job: SandboxJob, progress: Callable[[str], None]) -> None:
+        """Build the job's runtime, if it has one not cached yet, telling ``progress``."""
+        if job.runtime is not None:
+            prepare_runtime(job.runtime, progress)
+
     def run_test(self, job: SandboxJob) -> SandboxOutcome:
         sandbox_id = new_sandbox_id()
         try:
@@ -118,7 +125,12 @@ class LocalSandbox:
     def _run(
         self, job: SandboxJob, sandbox_id: str, bwrap: Path, groups: SandboxGroups
     ) -> SandboxOutcome:
-        python, python_folders = host_python()
+        if job.runtime is None:
+            python, read_only = host_python()
+            bin_dirs = [os.path.dirname(python)]
+        else:
+            runtime = prepare_runtime(job.runtime)
+            python, read_only, bin_dirs = runtime.python, list(runtime.read_only), [runtime.bin_dir]
         with _in_memory(job.files) as files:
             status = os.pipe()
             argv = build_command(
@@ -127,8 +139,8 @@ class LocalSandbox:
                 status_fd=status[1],
                 files=files,
                 python=python,
-                bin_dirs=[os.path.dirname(python)],
-                read_only=python_folders,
+                bin_dirs=bin_dirs,
+                read_only=read_only,
             )
             config = {
                 "cgroups": groups.procs_files,
