@@ -76,8 +76,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     example = copy_source(EXAMPLE, base / "agent-policy-example")
     env = Venv(base / "venv", example)
     uv("venv", "--quiet", "--python", sys.executable, str(env.root))
-    # Compiled once here: this machine sets PYTHONDONTWRITEBYTECODE, so every start would.
-    env.pip("install", "--quiet", "--compile-bytecode", "-e", str(PROJECT), str(example))
+    env.pip("install", "--quiet", "-e", str(PROJECT), str(example))
     return env
 
 
