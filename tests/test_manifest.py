@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import AgentRun
+from conftest import AgentRun, FakeProvider
 
 from sandboxed_coding_agent.core.manifest import (
     ManifestError,
@@ -358,3 +358,17 @@ def test_runtime_the_sandbox_has_is_accepted_and_one_it_cannot_prepare_is_refuse
     )
     message = problem(tmp_path, MANIFEST + "\n[runtime]\npython = 3.12\n")
     assert message == 'line 10: runtime.python: must be a version such as "3.12"'
+
+
+def test_planner_is_shown_the_files_an_editable_glob_expands_to(
+    tmp_path: Path, provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    root = make_seed(tmp_path / "stats")
+    provider.reply_plan(("stats/mean.py", FIXED))
+    run = run_agent("run", "--seed", str(root), "--json")
+    assert run.returncode == 0, run.stderr
+    assert run.json()["tests_passed"] is True
+    message = provider.requests[0].json()["messages"][1]["content"]
+    project = json.loads(message.split("\n", 1)[1])
+    assert project["editable_paths"] == ["stats/__init__.py", "stats/mean.py"]
+    assert "Fix mean." in message
