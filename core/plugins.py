@@ -207,7 +207,7 @@ class PluginHost:
                 continue
             try:
                 plugin = entry_point.load()
-            except Exception as error:  # a broken plugin must not break the CLI
+            except (Exception, SystemExit) as error:  # a broken plugin must not break the CLI
                 self._problem(name, f"could not be loaded: {type(error).__name__}: {error}")
                 continue
             location = getattr(sys.modules.get(entry_point.module), "__file__", None)
@@ -245,7 +245,7 @@ class PluginHost:
 
             try:
                 impl.function(**{argument: register for argument in impl.argnames})
-            except Exception as error:  # a broken plugin must not break the CLI
+            except (Exception, SystemExit) as error:  # a broken plugin must not break the CLI
                 self._problem(plugin, f"failed in {hook_name}: {type(error).__name__}: {error}")
         return found
 

@@ -248,6 +248,7 @@ BROKEN = {
         "broken_import",
         "import a_module_that_is_not_installed  # noqa\n",
     ),
+    "exiting-plugin": ("exiting", "raise SystemExit('this plugin exits when imported')\n"),
     "raising-hook-plugin": (
         "raising_hook",
         """
@@ -395,6 +396,10 @@ def test_plugin_that_cannot_be_imported_is_one_line_and_the_cli_keeps_working(
     assert lines_about(run.stderr, "broken_import") == [
         "agent: warning: plugin 'broken_import' (broken-import-plugin 0.1.0) could not be "
         "loaded: ModuleNotFoundError: No module named 'a_module_that_is_not_installed'"
+    ]
+    assert lines_about(run.stderr, "exiting") == [
+        "agent: warning: plugin 'exiting' (exiting-plugin 0.1.0) could not be "
+        "loaded: SystemExit: this plugin exits when imported"
     ]
     assert "agent_policy_example  [seed, policy]" in run.stdout
     assert "broken_import  [nothing registered] BROKEN" in run.stdout
