@@ -258,8 +258,11 @@ class _Reader:
         python = table.get("python")
         if python is not None and not (isinstance(python, str) and re.fullmatch(r"3\.\d+", python)):
             raise self.fail(("runtime", "python"), 'must be a version such as "3.12"')
-        if "requirements" in table:
-            self.strings(table, "requirements")
+        requirements = table.get("requirements", [])
+        if not isinstance(requirements, list) or not all(
+            isinstance(item, str) and item for item in requirements
+        ):
+            raise self.fail(("runtime", "requirements"), "must be a list of non-empty strings")
         # Until the sandbox can prepare a runtime, refuse one it would not have rather
         # than let the test fail later for a reason the manifest hides.
         running = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -269,7 +272,7 @@ class _Reader:
                 f"the sandbox runs the agent's own Python {running}; "
                 "preparing another version is not supported yet",
             )
-        if table.get("requirements"):
+        if requirements:
             raise self.fail(
                 ("runtime", "requirements"),
                 "preparing requirements is not supported yet: the sandbox has the agent's "

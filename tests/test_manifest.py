@@ -358,6 +358,9 @@ def test_runtime_the_sandbox_has_is_accepted_and_one_it_cannot_prepare_is_refuse
     )
     message = problem(tmp_path, MANIFEST + "\n[runtime]\npython = 3.12\n")
     assert message == 'line 10: runtime.python: must be a version such as "3.12"'
+    message = problem(tmp_path, MANIFEST + '\n[runtime]\nrequirements = "pytest"\n')
+    assert message == "line 10: runtime.requirements: must be a list of non-empty strings"
+    assert load_seed(make_seed(tmp_path, MANIFEST + "[runtime]\nrequirements = []\n"))
 
 
 def test_planner_is_shown_the_files_an_editable_glob_expands_to(
