@@ -395,6 +395,7 @@ def _seed_row(host: PluginHost, name: str) -> dict[str, Any]:
         "default_prompt": seed.default_prompt,
         "limits": to_jsonable(seed.limits),
         "policies": {policy: dict(parameters) for policy, parameters in seed.policies.items()},
+        "runtime": to_jsonable(seed.runtime),
     }
 
 
@@ -457,9 +458,17 @@ def seeds_show(
             f"test command:   {' '.join(row['test_command'])}",
             f"default prompt: {row['default_prompt']}",
             f"limits:         {limits}",
+            f"runtime:        {_describe_runtime(row['runtime'])}",
             f"policies:       {'; '.join(policies) or 'none switched on by the seed'}",
         ]
         typer.echo("\n".join(lines))
+
+
+def _describe_runtime(runtime: dict[str, Any] | None) -> str:
+    if runtime is None:
+        return "the agent's own Python, standard library only"
+    python = f"Python {runtime['python']}" if runtime["python"] else "the agent's own Python"
+    return f"{python} with {', '.join(runtime['requirements']) or 'no requirements'}"
 
 
 @policies_app.command("list")

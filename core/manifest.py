@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -21,7 +20,7 @@ import attrs
 
 from . import patterns
 from .errors import UsageError
-from .model import ALWAYS_TEST_PATHS, SeedLimits, SeedProject
+from .model import ALWAYS_TEST_PATHS, SeedLimits, SeedProject, SeedRuntime
 from .serialization import describe_structure_error, structure
 
 MANIFEST = "seed.toml"
@@ -142,7 +141,7 @@ class _Reader:
         default_prompt = self.string(data, "default_prompt")
         limits = self.limits(data.get("limits", {}))
         policies = self.policies(data.get("policies", {}), check_policy)
-        self.runtime(data.get("runtime"))
+        runtime = self.runtime(data.get("runtime"))
         try:
             return SeedProject(
                 name=name,
@@ -155,6 +154,7 @@ class _Reader:
                 limits=limits,
                 test_paths=tests,
                 policies=policies,
+                runtime=runtime,
             )
         except (ValueError, TypeError) as error:  # the checks above should leave nothing here
             raise ManifestError(f"{self.manifest}: {error}") from None
@@ -245,7 +245,7 @@ class _Reader:
             found[name] = parameters
         return found
 
-    def runtime(self, table: object) -> dict[str, Any] | None:
+    def runtime(self, table: object) -> SeedRuntime | None:
         if table is None:
             return None
         if not isinstance(table, dict):
@@ -263,22 +263,11 @@ class _Reader:
             isinstance(item, str) and item for item in requirements
         ):
             raise self.fail(("runtime", "requirements"), "must be a list of non-empty strings")
-        # Until the sandbox can prepare a runtime, refuse one it would not have rather
-        # than let the test fail later for a reason the manifest hides.
-        running = f"{sys.version_info.major}.{sys.version_info.minor}"
-        if python is not None and python != running:
-            raise self.fail(
-                ("runtime", "python"),
-                f"the sandbox runs the agent's own Python {running}; "
-                "preparing another version is not supported yet",
-            )
-        if requirements:
-            raise self.fail(
-                ("runtime", "requirements"),
-                "preparing requirements is not supported yet: the sandbox has the agent's "
-                "own Python and its standard library only",
-            )
-        return dict(table)
+        try:
+            return SeedRuntime(python=python, requirements=requirements)
+        except ValueError as error:
+            reason = str(error).removeprefix("requirements: ")
+            raise self.fail(("runtime", "requirements"), reason) from None
 
 
 def _walk(root: Path) -> list[str]:

@@ -80,12 +80,18 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     return env
 
 
+@pytest.fixture(scope="module")
+def runtime_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the roman seed's pytest runtime is prepared, once for the module."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture
-def agent(venv: Venv, agent_env: dict[str, str]) -> Callable[..., AgentRun]:
+def agent(venv: Venv, agent_env: dict[str, str], runtime_cache: Path) -> Callable[..., AgentRun]:
     """Run the throwaway environment's ``agent`` as a user would."""
 
     def run(*args: str, env: Mapping[str, str] | None = None) -> AgentRun:
-        merged = {**agent_env, **(env or {})}
+        merged = {**agent_env, "XDG_CACHE_HOME": str(runtime_cache), **(env or {})}
         done = subprocess.run(
             [str(venv.agent), *args],
             env=merged,
@@ -132,10 +138,11 @@ def test_example_seed_and_policy_are_listed_as_third_party(agent: Callable[..., 
         "third-party plugin 'agent_policy_example' (agent-policy-example 0.1.0)"
     )
     assert seeds["roman"]["editable_paths"] == ["roman.py"]
-    assert seeds["roman"]["test_command"] == ["python", "-m", "unittest", "-v"]
+    assert seeds["roman"]["test_command"][:3] == ["python", "-m", "pytest"]
     assert seeds["calculator"]["source"].startswith("built-in plugin 'calculator_seed'")
     shown = json.loads(agent("seeds", "show", "roman", "--json").stdout)
     assert shown["test_files"] == ["test_roman.py"]
+    assert shown["runtime"] == {"python": None, "requirements": ["pytest>=8"]}
     assert shown["policies"] == {"small-diff": {"max_changed_lines": 10}, "python-ast": {}}
     policies = {row["name"]: row for row in json.loads(agent("policies", "list", "--json").stdout)}
     assert policies["small-diff"]["activation"] == "off"
@@ -154,7 +161,8 @@ def test_example_seed_fix_passes_in_the_sandbox_and_a_wrong_plan_fails(
         True,
         ["roman.py"],
     )
-    assert "test_writes_roman_numerals" in result["test_output"]
+    # pytest ran, from the runtime prepared for the seed: the sandbox has no network.
+    assert "test_roman.py::test_writes_roman_numerals[4-IV] PASSED" in result["test_output"]
     assert result["sandbox_id"].startswith("sbx-")
     # Subtractive forms for the ones only: 40, 90, 400... still come out wrong.
     half = roman_source().replace('(5, "V"), (1, "I")', '(5, "V"), (4, "IV"), (1, "I")')
