@@ -56,7 +56,6 @@ app.add_typer(policies_app, name="policies")
 _state = {"debug": False}
 _disabled_plugins: list[str] = []
 
-
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show the traceback of any error.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 SeedOption = Annotated[
@@ -270,8 +269,6 @@ def run(
         int | None,
         typer.Option(min=1, help="MiB the test may write, per folder (default: the seed's, 128)."),
     ] = None,
-    policy: PolicyOption = None,
-    no_policy: NoPolicyOption = None,
     provider_timeout: Annotated[
         float,
         typer.Option(
@@ -295,6 +292,8 @@ def run(
             help="Ask for the plan's JSON Schema (response_format json_schema).",
         ),
     ] = False,
+    policy: PolicyOption = None,
+    no_policy: NoPolicyOption = None,
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -380,6 +379,20 @@ def validate(
     raise typer.Exit(EXIT_TESTS_PASSED if all_ok else EXIT_CODES["policy"])
 
 
+@app.command()
+def logs(
+    planner_task_id: Annotated[
+        str, typer.Argument(help="The planner task ID a run printed (plan-...).")
+    ],
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Show the record of a planner call: each attempt's status and timing, the answer or error."""
+    with _reporting(as_json, debug):
+        record = records.read_record(planner_task_id)
+    typer.echo(to_json(record, indent=2) if as_json else records.render(record))
+
+
 def _seed_row(host: PluginHost, name: str) -> dict[str, Any]:
     seed = host.seed(name)
     return {
@@ -397,20 +410,6 @@ def _seed_row(host: PluginHost, name: str) -> dict[str, Any]:
         "policies": {policy: dict(parameters) for policy, parameters in seed.policies.items()},
         "runtime": to_jsonable(seed.runtime),
     }
-
-
-@app.command()
-def logs(
-    planner_task_id: Annotated[
-        str, typer.Argument(help="The planner task ID a run printed (plan-...).")
-    ],
-    as_json: JsonOption = False,
-    debug: DebugOption = False,
-) -> None:
-    """Show the record of a planner call: each attempt's status and timing, the answer or error."""
-    with _reporting(as_json, debug):
-        record = records.read_record(planner_task_id)
-    typer.echo(to_json(record, indent=2) if as_json else records.render(record))
 
 
 @seeds_app.command("list")
