@@ -315,9 +315,9 @@ def run(
             planner=chosen_planner,
             plan=given_plan,
             instruction=prompt,
-            test_timeout=test_timeout,
             limits=_limits_with(
                 seed_project.limits,
+                test_timeout_seconds=test_timeout,
                 memory_mb=memory_mb,
                 max_processes=max_processes,
                 cpu_seconds=cpu_seconds,

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 import attrs
 from attrs import validators as v
@@ -125,11 +124,6 @@ class SeedRuntime:
     requirements: tuple[str, ...] = attrs.field(
         default=(), converter=_as_tuple, validator=_requirement
     )
-
-
-def _seed_default(name: str) -> Any:
-    # SandboxJob repeats SeedLimits' sandbox limits: one place decides their defaults.
-    return attrs.fields_dict(SeedLimits)[name].default
 
 
 @attrs.frozen
@@ -273,26 +267,15 @@ class SandboxJob:
     :ivar seed: name of the seed project, for labels only.
     :ivar files: the project files with the replacement applied, by path.
     :ivar test_command: argv to run in the project folder.
-    :ivar timeout_seconds: wall-clock limit of the test.
-    :ivar max_output_bytes: how much of the test's output to keep.
-    :ivar memory_mb: and the fields after it: the sandbox limits of :class:`SeedLimits`,
-        with the same defaults.
+    :ivar limits: the seed's limits for this run; the runner enforces the sandbox ones
+        (timeout, output, memory, processes, CPU, file size, disk).
     :ivar runtime: the seed's runtime, which the runner prepares; ``None``: its own Python.
     """
 
     seed: str
     files: Mapping[str, bytes] = attrs.field(converter=_frozen_mapping)
     test_command: tuple[str, ...] = attrs.field(converter=_as_tuple, validator=v.min_len(1))
-    timeout_seconds: float = attrs.field(validator=v.gt(0))
-    max_output_bytes: int = attrs.field(validator=v.ge(256))
-    memory_mb: int = attrs.field(default=_seed_default("memory_mb"), validator=v.ge(32))
-    max_processes: int = attrs.field(default=_seed_default("max_processes"), validator=v.ge(8))
-    cpu_seconds: float = attrs.field(default=_seed_default("cpu_seconds"), validator=v.gt(0))
-    max_file_mb: int = attrs.field(default=_seed_default("max_file_mb"), validator=v.ge(1))
-    disk_mb: int = attrs.field(default=_seed_default("disk_mb"), validator=v.ge(1))
-    output_stop_bytes: int = attrs.field(
-        default=_seed_default("output_stop_bytes"), validator=v.ge(256)
-    )
+    limits: SeedLimits = attrs.field(factory=SeedLimits)
     runtime: SeedRuntime | None = None
 
 

@@ -95,7 +95,6 @@ def run(
     planner: Planner | None = None,
     plan: PatchPlan | None = None,
     instruction: str | None = None,
-    test_timeout: float | None = None,
     planner_options: PlannerOptions | None = None,
     progress: Progress = _silent,
     limits: SeedLimits | None = None,
@@ -103,8 +102,7 @@ def run(
     """Plan with ``planner`` (or use ``plan``), check it, and test it in a fresh sandbox.
 
     ``limits`` replaces the seed's limits for this run (for example
-    ``attrs.evolve(seed.limits, memory_mb=1024)``); ``test_timeout`` overrides
-    only the test's wall-clock limit.
+    ``attrs.evolve(seed.limits, memory_mb=1024)``).
 
     :raises ProviderError: the planner failed; no sandbox was created.
     :raises PlanRejected: a policy refused the plan; no sandbox was created.
@@ -130,21 +128,11 @@ def run(
     changed, diff = unified_diff(files, plan)
     patched = dict(files)
     patched.update({entry.path: entry.content.encode("utf-8") for entry in plan.files})
-    limits = seed.limits
-    if test_timeout is not None:
-        limits = attrs.evolve(limits, test_timeout_seconds=test_timeout)
     job = SandboxJob(
         seed=seed.name,
         files=patched,
         test_command=seed.test_command,
-        timeout_seconds=limits.test_timeout_seconds,
-        max_output_bytes=limits.max_output_bytes,
-        memory_mb=limits.memory_mb,
-        max_processes=limits.max_processes,
-        cpu_seconds=limits.cpu_seconds,
-        max_file_mb=limits.max_file_mb,
-        disk_mb=limits.disk_mb,
-        output_stop_bytes=limits.output_stop_bytes,
+        limits=seed.limits,
         runtime=seed.runtime,
     )
     if isinstance(runner, PreparingRunner):

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from conftest import AGENT, API_KEY, FIXED_CALCULATOR, AgentRun, wait_until
 
@@ -112,8 +113,7 @@ def run_in_process(body: str, timeout: float = 30) -> SandboxOutcome:
         seed=seed.name,
         files=files,
         test_command=seed.test_command,
-        timeout_seconds=timeout,
-        max_output_bytes=seed.limits.max_output_bytes,
+        limits=attrs.evolve(seed.limits, test_timeout_seconds=timeout),
     )
     return LocalSandbox().run_test(job)
 

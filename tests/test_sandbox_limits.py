@@ -26,7 +26,6 @@ from sandboxed_coding_agent.core.model import (
     PatchFile,
     PatchPlan,
     RunResult,
-    SandboxJob,
     SeedLimits,
 )
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
@@ -241,14 +240,14 @@ def test_the_agent_keeps_only_the_bounded_output_of_a_flood() -> None:
     script = textwrap.dedent(
         """
         import resource
-        from sandboxed_coding_agent.core.model import SandboxJob
+        from sandboxed_coding_agent.core.model import SandboxJob, SeedLimits
         from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
 
         flood = "import sys\\nfor _ in range(3000): sys.stdout.write('x' * 100_000)\\n"
         job = SandboxJob(
             seed="flood", files={"flood.py": flood.encode()},
-            test_command=("python", "flood.py"), timeout_seconds=60, max_output_bytes=12_000,
-            output_stop_bytes=10**10,
+            test_command=("python", "flood.py"),
+            limits=SeedLimits(max_output_bytes=12_000, output_stop_bytes=10**10),
         )
         outcome = LocalSandbox().run_test(job)
         print(outcome.exit_code, len(outcome.output),
@@ -295,23 +294,6 @@ def test_a_failing_test_names_no_limit() -> None:
 
     assert result.tests_passed is False
     assert result.limit_hit is None
-
-
-def test_sandbox_job_defaults_are_the_seed_defaults() -> None:
-    job = SandboxJob(
-        seed="s", files={}, test_command=("true",), timeout_seconds=1, max_output_bytes=256
-    )
-    defaults = SeedLimits()
-
-    for name in (
-        "memory_mb",
-        "max_processes",
-        "cpu_seconds",
-        "max_file_mb",
-        "disk_mb",
-        "output_stop_bytes",
-    ):
-        assert getattr(job, name) == getattr(defaults, name)
 
 
 @pytest.fixture

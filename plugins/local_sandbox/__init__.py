@@ -111,9 +111,9 @@ class LocalSandbox:
             raise SandboxError(f"the local sandbox cannot run: {problem}", sandbox_id=sandbox_id)
         groups = SandboxGroups(
             sandbox_id,
-            max_processes=job.max_processes,
+            max_processes=job.limits.max_processes,
             # The tmpfs mounts' pages are charged as memory: leave room for a full workspace.
-            memory_bytes=(job.memory_mb + job.disk_mb) * MIB,
+            memory_bytes=(job.limits.memory_mb + job.limits.disk_mb) * MIB,
         )
         try:
             return self._run(job, sandbox_id, bwrap, groups)
@@ -152,9 +152,9 @@ class LocalSandbox:
                     [*launcher, *argv],
                     status_pipe=status,
                     pass_fds=[fd for fd, _ in files],
-                    timeout=job.timeout_seconds,
-                    max_output_bytes=job.max_output_bytes,
-                    output_stop_bytes=job.output_stop_bytes,
+                    timeout=job.limits.test_timeout_seconds,
+                    max_output_bytes=job.limits.max_output_bytes,
+                    output_stop_bytes=job.limits.output_stop_bytes,
                 )
             except OSError as error:
                 raise SandboxError(f"could not start bwrap: {error}") from None

@@ -123,7 +123,7 @@ def build_command(
     test_command = list(job.test_command)
     if test_command[0] in ("python", "python3"):
         test_command[0] = python
-    size = str(job.disk_mb * MIB)
+    size = str(job.limits.disk_mb * MIB)
     copies: list[str] = []
     for fd, path in files:
         copies += ["--perms", "0644", "--file", str(fd), path]

@@ -96,8 +96,7 @@ def _probe() -> dict[str, object]:
         seed="doctor",
         files={"probe.py": PROBE.encode()},
         test_command=("python", "probe.py"),
-        timeout_seconds=30,
-        max_output_bytes=4096,
+        limits=SeedLimits(test_timeout_seconds=30, max_output_bytes=4096),
     )
     outcome = LocalSandbox().run_test(job)
     if outcome.exit_code != 0:

@@ -59,18 +59,18 @@ def _processes_of(uid: int) -> int:
 
 def rlimits(job: SandboxJob, *, pids_group: bool) -> dict[str, tuple[int, int]]:
     """The (soft, hard) rlimits the sandbox's first process sets, by ``resource`` name."""
-    cpu = math.ceil(job.cpu_seconds)
+    cpu = math.ceil(job.limits.cpu_seconds)
     limits = {
-        "RLIMIT_AS": (job.memory_mb * MIB,) * 2,
+        "RLIMIT_AS": (job.limits.memory_mb * MIB,) * 2,
         "RLIMIT_CPU": (cpu, cpu + 1),
-        "RLIMIT_FSIZE": (job.max_file_mb * MIB,) * 2,
+        "RLIMIT_FSIZE": (job.limits.max_file_mb * MIB,) * 2,
         # No core files: they would fill the workspace, or feed the host's crash handler.
         "RLIMIT_CORE": (0, 0),
     }
     uid = os.getuid()
     if not pids_group and uid != 0:
         # The count covers all of this user's processes, not only the sandbox's.
-        allowed = _processes_of(uid) + job.max_processes
+        allowed = _processes_of(uid) + job.limits.max_processes
         limits["RLIMIT_NPROC"] = (allowed, allowed)
     return limits
 
