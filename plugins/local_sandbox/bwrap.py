@@ -98,7 +98,9 @@ def host_python() -> tuple[str, list[str]]:
 def read_only_binds(folders: Sequence[str]) -> list[str]:
     args: list[str] = []
     for folder in sorted(set(folders)):
-        if not folder.startswith(SYSTEM_DIRS):
+        # Folders under the system directories are visible already.
+        inside = folder in SYSTEM_DIRS or folder.startswith(tuple(d + "/" for d in SYSTEM_DIRS))
+        if not inside:
             args += ["--ro-bind", folder, folder]
     return args
 
