@@ -1,0 +1,192 @@
+"""The built-in planner: one chat completion from an OpenAI-compatible provider.
+
+Configured by ``CODING_AGENT_BASE_URL`` (ending in ``/v1``), ``CODING_AGENT_MODEL``
+and ``CODING_AGENT_API_KEY``; per-run choices (timeout, retries, structured
+output) arrive as :class:`~sandboxed_coding_agent.core.model.PlannerOptions` in
+the request. The key is sent in the ``Authorization`` header and nowhere else,
+and is scrubbed from anything the provider echoes back. httpx is imported only
+when a plan is requested.
+
+How it meets the ordinary ways real providers fail:
+
+* 429, 408, 500, 502, 503 and 504, a refused or reset connection: retried up
+  to ``max_retries`` times over one pooled (keep-alive) client, after an
+  exponential, jittered wait, or after exactly as long as ``Retry-After``
+  (seconds or an HTTP date; ``retry-after-ms`` too) asks, if that is within
+  :attr:`Backoff.max_seconds`. A provider asking for longer ends the call at
+  once rather than being retried too early.
+* Other 4xx answers are not retried; the error quotes the provider's message.
+* A 400 that mentions ``response_format`` when a JSON object was asked for:
+  asked once more without ``response_format``, which some servers reject.
+* Timeouts (connect, read, or a body still arriving after the timeout) are
+  not retried: a provider that hangs would otherwise cost the user the
+  timeout again on every attempt.
+* Answers over 64,000 bytes are not read past the bound.
+* The plan JSON wrapped in a Markdown fence or in prose is taken when the
+  answer holds exactly one JSON object; otherwise it is a provider error.
+
+Every call writes a record (:mod:`sandboxed_coding_agent.core.records`) that
+``agent logs PLANNER_TASK_ID`` prints.
+
+The parts: :mod:`.settings` reads and checks the environment (and is the doctor
+check), :mod:`.prompt` builds the request, :mod:`.transport` sends it and
+retries, :mod:`.answer` reads the completion and the plan in it, and
+:mod:`.call` keeps the call's record and keeps the key out of everything shown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Mapping
+
+import attrs
+
+from sandboxed_coding_agent.core import contract, records
+from sandboxed_coding_agent.core.errors import PlanRejected, ProviderError
+from sandboxed_coding_agent.core.hookspecs import hookimpl
+from sandboxed_coding_agent.core.model import PlannerResult, PlanRequest
+from sandboxed_coding_agent.core.protocols import Check, Planner
+
+from .answer import extract_json_object, parse_completion
+from .call import PlannerCall
+from .prompt import build_messages, plan_json_schema, request_body
+from .settings import (
+    API_KEY_ENV,
+    BASE_URL_ENV,
+    MODEL_ENV,
+    PROVIDER_SECRET_NAMES,
+    ProviderSettings,
+    ProviderVariables,
+    check_base_url,
+    settings_from_environment,
+)
+from .transport import MAX_RESPONSE_BYTES, Backoff, exchange, retry_after_seconds
+
+__all__ = [
+    "API_KEY_ENV",
+    "BASE_URL_ENV",
+    "MAX_RESPONSE_BYTES",
+    "MODEL_ENV",
+    "PROVIDER_SECRET_NAMES",
+    "Backoff",
+    "OpenAICompatiblePlanner",
+    "ProviderSettings",
+    "ProviderVariables",
+    "build_messages",
+    "check_base_url",
+    "extract_json_object",
+    "plan_json_schema",
+    "request_body",
+    "retry_after_seconds",
+    "settings_from_environment",
+]
+
+# A provider echoing the key into the plan would carry it into the sandbox, the diff and
+# the summary; such an answer is never used.
+_ANSWER_HOLDS_KEY = (
+    "the model's answer contains the API key (the provider echoed it back); "
+    "it was not used, so the key reaches neither the sandbox nor any output"
+)
+
+
+@attrs.frozen
+class OpenAICompatiblePlanner:
+    """Asks an OpenAI-compatible chat completions endpoint for one plan.
+
+    :ivar environ: where the provider settings are read and records are written.
+    :ivar backoff: how long to wait between attempts.
+    :ivar sleep: how to wait (tests pass one that only notes the wait).
+    :ivar draw: the random source of the backoff's jitter.
+    """
+
+    name: str = "openai"
+    description: str = (
+        "OpenAI-compatible chat completions (CODING_AGENT_BASE_URL, _MODEL, _API_KEY)"
+    )
+    environ: Mapping[str, str] = attrs.field(factory=lambda: os.environ, repr=False)
+    backoff: Backoff = attrs.field(factory=Backoff)
+    sleep: Callable[[float], None] = attrs.field(default=time.sleep, repr=False)
+    draw: Callable[[], float] = attrs.field(default=random.random, repr=False)
+
+    def plan(self, request: PlanRequest) -> PlannerResult:
+        call = PlannerCall(settings_from_environment(self.environ), request.options, self.name)
+        try:
+            result = self._plan(call, request)
+        except ProviderError as error:
+            call.outcome, call.error_message = "provider-error", error.message
+            raise
+        except PlanRejected as error:
+            call.outcome, call.error_message = "plan-rejected", error.message
+            raise
+        except Exception as error:
+            call.outcome = "internal-error"
+            call.error_message = call.redact(f"{type(error).__name__}: {error}")
+            raise
+        else:
+            call.outcome = "ok"
+            return result
+        finally:
+            self._save(call)
+
+    def _save(self, call: PlannerCall) -> None:
+        record = call.record()
+        if record is None:
+            return
+        # The record helps investigate; failing to keep it must not fail the run itself.
+        with contextlib.suppress(OSError):
+            records.write_record(record, self.environ)
+
+    def _plan(self, call: PlannerCall, request: PlanRequest) -> PlannerResult:
+        body = request_body(call.settings.model, request)
+        call.request_info = records.ProviderRequestInfo(
+            url=call.settings.completions_url,
+            model=call.settings.model,
+            messages=len(body["messages"]),
+            body_bytes=len(json.dumps(body).encode()),
+            seed_files=len(request.files),
+            response_format=body["response_format"]["type"],
+            timeout_seconds=request.options.timeout_seconds,
+            max_retries=request.options.max_retries,
+        )
+        raw = exchange(call, body, backoff=self.backoff, sleep=self.sleep, draw=self.draw)
+        call.keep_excerpt(raw)
+        content = parse_completion(raw, call)
+        if call.holds_key(content):
+            raise call.error(_ANSWER_HOLDS_KEY)
+        try:
+            text = extract_json_object(content)
+        except ValueError as problem:
+            raise call.error(f"{problem}; it begins: {call.quoted(content[:120])}") from None
+        try:
+            plan = contract.validate_plan(
+                contract.parse_plan(text),
+                editable_paths=request.editable_paths,
+                limits=request.limits,
+            )
+        except PlanRejected as rejected:
+            raise call.rejected(rejected) from None
+        if any(call.holds_key(entry.path + entry.content) for entry in plan.files):
+            raise call.error(_ANSWER_HOLDS_KEY)  # written with JSON escapes, say \u0073k-...
+        return PlannerResult(
+            planner=self.name,
+            planner_task_id=call.task_id,
+            plan=plan,
+            model=call.model or call.settings.model,
+            response_id=call.response_id,
+            usage=call.usage,
+            duration_seconds=call.seconds,
+        )
+
+
+@hookimpl
+def register_planners(register: Callable[[Planner], None]) -> None:
+    register(OpenAICompatiblePlanner())
+
+
+@hookimpl
+def register_checks(register: Callable[[Check], None]) -> None:
+    register(ProviderVariables())

@@ -1,0 +1,128 @@
+"""One planner call: its task ID, its attempts, its record, and the key kept out of all of them."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+import attrs
+
+from sandboxed_coding_agent.core import records
+from sandboxed_coding_agent.core.errors import PlanRejected, ProviderError
+from sandboxed_coding_agent.core.model import PlannerOptions, TokenUsage
+
+from .settings import CONTROL, ProviderSettings
+
+MAX_QUOTED_CHARS = 300
+
+
+def new_planner_task_id() -> str:
+    return f"plan-{uuid.uuid4().hex[:16]}"
+
+
+class PlannerCall:
+    """One planner call: its task ID, its attempts, and how its errors and record read.
+
+    Everything the user sees about the call goes through :meth:`redact`, so a
+    provider that echoes the key back cannot make us show it.
+    """
+
+    def __init__(self, settings: ProviderSettings, options: PlannerOptions, planner: str) -> None:
+        self.settings = settings
+        self.options = options
+        self.planner = planner
+        self.task_id = new_planner_task_id()
+        self.started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        self.started = time.monotonic()
+        self.attempts: list[records.ProviderAttempt] = []
+        self.request_info: records.ProviderRequestInfo | None = None
+        self.outcome = "interrupted"
+        self.error_message: str | None = None
+        self.excerpt: str | None = None
+        self.finish_reason: str | None = None
+        self.response_id: str | None = None
+        self.model: str | None = None
+        self.usage: TokenUsage | None = None
+        key = settings.api_key
+        # The key as it may come back: verbatim, escaped inside a JSON string, URL-quoted.
+        self._secret_forms = sorted(
+            {key, json.dumps(key)[1:-1], quote(key, safe="")}, key=len, reverse=True
+        )
+
+    def redact(self, text: str) -> str:
+        for form in self._secret_forms:
+            text = text.replace(form, "[redacted]")
+        return text
+
+    def holds_key(self, text: str) -> bool:
+        return any(form in text for form in self._secret_forms)
+
+    def error(self, message: str) -> ProviderError:
+        return ProviderError(self.redact(message), planner_task_id=self.task_id)
+
+    def rejected(self, error: PlanRejected) -> PlanRejected:
+        """``error`` for this call, with the key blanked from paths the model chose."""
+        rejections = [
+            attrs.evolve(r, message=self.redact(r.message), path=r.path and self.redact(r.path))
+            for r in error.rejections
+        ]
+        return PlanRejected(rejections, planner_task_id=self.task_id)
+
+    def quoted(self, text: str) -> str:
+        """Provider text fit to quote: key removed, control characters blanked, bounded."""
+        text = CONTROL.sub(" ", self.redact(text)).strip()
+        return text[:MAX_QUOTED_CHARS] + ("..." if len(text) > MAX_QUOTED_CHARS else "")
+
+    def keep_excerpt(self, text: str | bytes) -> None:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", errors="replace")
+        self.excerpt = records.excerpt(self.redact(text))
+
+    def log_attempt(
+        self,
+        started: float,
+        waited: float,
+        status: int | None,
+        outcome: str,
+        detail: str | None,
+        response_format: str | None,
+    ) -> None:
+        self.attempts.append(
+            records.ProviderAttempt(
+                number=len(self.attempts) + 1,
+                started_seconds=round(started - self.started, 3),
+                seconds=round(time.monotonic() - started, 3),
+                status=status,
+                outcome=outcome,
+                detail=self.quoted(detail) if detail else None,
+                waited_seconds=round(waited, 3),
+                response_format=response_format,
+            )
+        )
+
+    @property
+    def seconds(self) -> float:
+        return round(time.monotonic() - self.started, 3)
+
+    def record(self) -> records.PlannerRecord | None:
+        """What ``agent logs`` shows, or ``None`` if the call never got as far as a request."""
+        if self.request_info is None:
+            return None
+        return records.PlannerRecord(
+            planner_task_id=self.task_id,
+            planner=self.planner,
+            started_at=self.started_at,
+            request=self.request_info,
+            attempts=tuple(self.attempts),
+            outcome=self.outcome,
+            duration_seconds=self.seconds,
+            error=self.error_message,
+            response_id=self.response_id,
+            model=self.model,
+            usage=self.usage,
+            finish_reason=self.finish_reason,
+            response_excerpt=self.excerpt,
+        )

@@ -1,0 +1,86 @@
+"""What the planner sends: the system prompt, the seed as a user message, the request body."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sandboxed_coding_agent.core.model import PlanRequest
+
+SYSTEM_PROMPT = """\
+You change a small software project so that its unit test passes.
+Answer with one JSON object and nothing else, exactly of this shape:
+{"files": [{"path": "<an editable path>", "content": "<the complete new file text>"}]}
+Rules:
+- "files" lists 1 to %(max_files)d entries; each entry has exactly the keys "path" and "content".
+- "path" is one of the editable paths given by the user, written exactly as given.
+- "content" is the whole new file, not a diff; all contents together stay under %(max_bytes)d bytes.
+- Never change any other file; the tests are read-only.
+"""
+
+
+def build_messages(request: PlanRequest) -> list[dict[str, str]]:
+    """The system and user messages; the user message carries every seed file."""
+    system = SYSTEM_PROMPT % {
+        "max_files": request.limits.max_files,
+        "max_bytes": request.limits.max_total_bytes,
+    }
+    project = {
+        "instruction": request.instruction,
+        "editable_paths": list(request.editable_paths),
+        "files": [
+            {"path": path, "editable": path in request.editable_paths, "content": text}
+            for path, text in request.files.items()
+        ],
+    }
+    user = "Project and request as JSON. Only the editable paths may change.\n" + json.dumps(
+        project, indent=1, ensure_ascii=False
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def plan_json_schema(request: PlanRequest) -> dict[str, Any]:
+    """The JSON Schema of a plan for this request's seed, in the subset strict providers accept."""
+    entry = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["path", "content"],
+        "properties": {
+            "path": {"type": "string", "enum": list(request.editable_paths)},
+            "content": {"type": "string"},
+        },
+    }
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["files"],
+        "properties": {
+            "files": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": request.limits.max_files,
+                "items": entry,
+            }
+        },
+    }
+
+
+def request_body(model: str, request: PlanRequest) -> dict[str, Any]:
+    """The chat completions request: deterministic, and asking for JSON only."""
+    if request.options.structured_output:
+        response_format: dict[str, Any] = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": "patch_plan",
+                "strict": True,
+                "schema": plan_json_schema(request),
+            },
+        }
+    else:
+        response_format = {"type": "json_object"}
+    return {
+        "model": model,
+        "temperature": 0,
+        "response_format": response_format,
+        "messages": build_messages(request),
+    }
