@@ -1,0 +1,119 @@
+"""What crosses a process or machine boundary round-trips through JSON with the one converter.
+
+A planner or a runner may run elsewhere (a remote function, a remote sandbox),
+and run results are kept as records: each of these types must survive
+``to_json`` and ``structure`` unchanged, and structuring must stay strict.
+"""
+
+from __future__ import annotations
+
+import json
+
+import cattrs
+import pytest
+
+from sandboxed_coding_agent.core.model import (
+    PatchFile,
+    PatchPlan,
+    PlannerOptions,
+    PlannerResult,
+    PlanRequest,
+    RunResult,
+    SandboxJob,
+    SandboxOutcome,
+    SeedLimits,
+    SeedRuntime,
+    TokenUsage,
+)
+from sandboxed_coding_agent.core.serialization import describe_structure_error, structure, to_json
+
+PLAN = PatchPlan((PatchFile("calculator.py", "def add(a, b):\n    return a + b\n"),))
+LIMITS = SeedLimits(max_files=2, test_timeout_seconds=5.5, memory_mb=256)
+
+WIRE_VALUES = [
+    PLAN,
+    PlanRequest(
+        seed="calculator",
+        instruction="Fix add",
+        files={"calculator.py": "x = 1\n", "check_calculator.py": "y = 2\n"},
+        editable_paths=("calculator.py",),
+        limits=LIMITS,
+        options=PlannerOptions(timeout_seconds=3, max_retries=0, structured_output=True),
+    ),
+    PlannerResult(
+        planner="openai",
+        planner_task_id="plan-0123456789abcdef",
+        plan=PLAN,
+        model="m",
+        response_id="chatcmpl-1",
+        usage=TokenUsage(10, None),
+        duration_seconds=0.25,
+    ),
+    SandboxJob(
+        seed="calculator",
+        # Seed files are bytes: binary content must survive the trip too.
+        files={"calculator.py": b"x = 1\n", "data.bin": bytes(range(256))},
+        test_command=("python", "-m", "unittest"),
+        limits=LIMITS,
+        runtime=SeedRuntime(python="3.12", requirements=("pytest>=8",)),
+    ),
+    SandboxOutcome(
+        runner="local",
+        sandbox_id="sbx-1",
+        exit_code=None,
+        output="killed\n",
+        output_truncated=True,
+        timed_out=True,
+        duration_seconds=1.5,
+        limit_hit="timeout",
+    ),
+    RunResult(
+        seed="calculator",
+        instruction="Fix add",
+        planner="openai",
+        planner_task_id="plan-1",
+        runner="local",
+        sandbox_id="sbx-1",
+        changed_files=("calculator.py",),
+        diff="--- a/calculator.py\n+++ b/calculator.py\n",
+        tests_passed=True,
+        test_exit_code=0,
+        test_output="OK\n",
+        test_output_truncated=False,
+        test_timed_out=False,
+        usage=TokenUsage(1, 2),
+    ),
+]
+
+
+@pytest.mark.parametrize("value", WIRE_VALUES, ids=lambda value: type(value).__name__)
+def test_wire_types_round_trip_through_json(value: object) -> None:
+    text = to_json(value)
+
+    assert structure(json.loads(text), type(value)) == value
+
+
+@pytest.mark.parametrize("value", WIRE_VALUES, ids=lambda value: type(value).__name__)
+def test_structuring_refuses_unknown_keys(value: object) -> None:
+    data = json.loads(to_json(value))
+    data["unexpected"] = 1
+
+    with pytest.raises(cattrs.BaseValidationError) as raised:
+        structure(data, type(value))
+
+    assert describe_structure_error(raised.value) == ["extra fields found (unexpected) @ $"]
+
+
+@pytest.mark.parametrize(
+    ("data", "cls"),
+    [
+        ({"prompt_tokens": True, "completion_tokens": 1}, TokenUsage),
+        ({"prompt_tokens": "10", "completion_tokens": 1}, TokenUsage),
+        ({"files": [{"path": 1, "content": "x"}]}, PatchPlan),
+        ({"files": "calculator.py"}, PatchPlan),
+    ],
+    ids=["bool-as-int", "string-as-int", "number-as-string", "string-as-list"],
+)
+def test_structuring_does_not_coerce_types(data: object, cls: type) -> None:
+    with pytest.raises(cattrs.BaseValidationError):
+        structure(data, cls)
