@@ -321,8 +321,11 @@ def agent_process(
             process.wait()
 
 
-def test_an_agent_stopped_by_sigterm_leaves_no_sandbox_behind(
-    agent_process: tuple[subprocess.Popen[str], str], agent_env: dict[str, str]
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_agent_stopped_by_ctrl_c_or_sigterm_leaves_no_sandbox_behind(
+    agent_process: tuple[subprocess.Popen[str], str],
+    agent_env: dict[str, str],
+    stop: signal.Signals,
 ) -> None:
     process, tag = agent_process
     assert wait_until(lambda: bool(host_processes_with(tag)), timeout=20)
@@ -330,7 +333,7 @@ def test_an_agent_stopped_by_sigterm_leaves_no_sandbox_behind(
         entry for c in controllers().values() for entry in c.parent.glob(f"{PREFIX}{process.pid}-*")
     }
 
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(stop)
     stdout, stderr = process.communicate(timeout=30)
 
     assert process.returncode == 130, stdout + stderr
