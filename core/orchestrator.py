@@ -7,7 +7,7 @@ a copy with the replacement applied.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
@@ -37,17 +37,45 @@ def check_plan(
     """Ask every policy about ``plan``; all their reasons, in policy order."""
     rejections: list[Rejection] = []
     for policy in policies:
+        # A policy that cannot decide, or answers with something other than
+        # rejections, must not let the plan through.
         try:
-            rejections.extend(policy.check(plan, seed))
-        except Exception as error:  # a policy that cannot decide must not let the plan through
-            rejections.append(
+            found, problem = _rejections_in(policy.check(plan, seed))
+        except Exception as error:
+            found, problem = [], f"{type(error).__name__}: {error}"
+        if problem is not None:
+            found = [
                 Rejection(
                     policy=policy.name,
                     rule="policy-failed",
-                    message=f"the policy failed: {type(error).__name__}: {error}",
+                    message=f"the policy failed: {problem}",
                 )
-            )
+            ]
+        rejections.extend(found)
     return rejections
+
+
+def _rejections_in(answer: object) -> tuple[list[Rejection], str | None]:
+    """The rejections a policy's ``check`` gave, or why its answer is not rejections."""
+    if answer is None:
+        return [], "check() returned None; return an empty list (or yield nothing) to accept"
+    if isinstance(answer, Rejection):
+        return [], "check() returned one Rejection; return a list of them (or yield each)"
+    if isinstance(answer, (str, bytes)) or not isinstance(answer, Iterable):
+        return [], (
+            f"check() returned {type(answer).__name__} {_short(answer)}, "
+            "not a list (or generator) of Rejection objects"
+        )
+    found = list(answer)
+    for item in found:
+        if not isinstance(item, Rejection):
+            return [], f"check() gave {type(item).__name__} {_short(item)}, not a Rejection"
+    return found, None
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def unified_diff(before: dict[str, bytes], plan: PatchPlan) -> tuple[tuple[str, ...], str]:

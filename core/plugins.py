@@ -8,6 +8,7 @@ patch contract or a built-in seed by registering the same name.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import sys
@@ -180,10 +181,28 @@ class PluginHost:
             self._problem(
                 name,
                 f"implements unknown hook(s) {', '.join(unknown)} and was not loaded "
-                f"(known: {known})",
+                f"({_did_you_mean(unknown)}known: {known})",
             )
             return
         self._order.append(name)
+        # pluggy ignores a function without the marker: say so, or the plugin
+        # would just register nothing and nobody would know why.
+        marked = {caller.name for caller in self.manager.get_hookcallers(plugin) or ()}
+        unmarked = [
+            attribute
+            for attribute in dir(plugin)
+            if attribute.startswith("register_")
+            and attribute not in marked
+            and (attribute in _KINDS or _close_hook(attribute))
+            and callable(getattr(plugin, attribute, None))
+        ]
+        if unmarked:
+            self._problem(
+                name,
+                f"defines {', '.join(unmarked)} without @hookimpl, so the agent never calls "
+                f"it ({_did_you_mean(unmarked)}mark each hook with "
+                "sandboxed_coding_agent.core.hookspecs.hookimpl)",
+            )
 
     def _load_entry_points(self) -> None:
         for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
@@ -244,9 +263,16 @@ class PluginHost:
                     found[name] = Registered(item, _plugin)
 
             try:
-                impl.function(**{argument: register for argument in impl.argnames})
+                returned = impl.function(**{argument: register for argument in impl.argnames})
             except (Exception, SystemExit) as error:  # a broken plugin must not break the CLI
                 self._problem(plugin, f"failed in {hook_name}: {type(error).__name__}: {error}")
+                continue
+            if returned is not None:
+                self._problem(
+                    plugin,
+                    f"{hook_name} returned {type(returned).__name__} instead of calling "
+                    f"register() once per {kind}; what it returned was ignored",
+                )
         return found
 
     def seed(self, name: str) -> SeedProject:
@@ -363,6 +389,12 @@ class PluginHost:
 
 def _item_problem(item: object, kind: str, expected: type) -> str | None:
     """What is wrong with something a plugin registered, or ``None``."""
+    if isinstance(item, type):
+        # A class has the attributes a protocol asks for, but its methods are unbound.
+        return (
+            f"the class {item.__name__} instead of an instance of it "
+            f"(register {item.__name__}(), not {item.__name__})"
+        )
     if not isinstance(item, expected):
         members = [m for m in vars(expected) if not m.startswith("_")]
         missing = [m for m in members if not hasattr(item, m)] if _is_protocol(expected) else []
@@ -375,6 +407,21 @@ def _item_problem(item: object, kind: str, expected: type) -> str | None:
             f"(use one of {', '.join(ACTIVATIONS)})"
         )
     return None
+
+
+def _close_hook(name: str) -> str | None:
+    """The hook ``name`` is probably a misspelling of, if any."""
+    close = difflib.get_close_matches(name, _KINDS, n=1, cutoff=0.85)
+    return close[0] if close else None
+
+
+def _did_you_mean(names: Sequence[str]) -> str:
+    """``did you mean X? `` for the first of ``names`` that misspells a hook, else nothing."""
+    for name in names:
+        close = _close_hook(name)
+        if close is not None and close != name:
+            return f"did you mean {close}? "
+    return ""
 
 
 def _is_protocol(cls: type) -> bool:

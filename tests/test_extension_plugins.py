@@ -443,7 +443,7 @@ def test_hook_signature_mismatch_is_caught_when_the_plugin_loads(
     (line,) = lines_about(run.stderr, "unknown_hook")
     assert line.startswith(
         "agent: warning: plugin 'unknown_hook' (unknown-hook-plugin 0.1.0) implements unknown "
-        "hook(s) register_seed and was not loaded (known: "
+        "hook(s) register_seed and was not loaded (did you mean register_seeds? known: "
     )
     assert "register_seeds" in line
     infos = {
