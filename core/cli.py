@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
+import sys
+import traceback
+import warnings
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, TextIO
 
 import attrs
 import typer
+from typer.core import TyperGroup
 
 from . import contract, orchestrator, records
 from .doctor import EXIT_NOT_READY, INSTALLATION_CHECKS, ready, run_checks
@@ -29,18 +33,82 @@ from .errors import (
     EXIT_TESTS_FAILED,
     EXIT_TESTS_PASSED,
     AgentError,
+    AgentWarning,
+    Interrupted,
     PlanRejected,
     Rejection,
     UsageError,
 )
 from .model import PatchPlan, PlannerOptions, RunResult, SeedLimits
 from .plugins import PluginHost, disabled_from_environment
-from .serialization import to_json, to_jsonable
+from .serialization import to_jsonable
 
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = EXIT_CODES["interrupted"]
 MAX_PLAN_FILE_BYTES = 1024 * 1024
+_INTERRUPTED = "interrupted; the sandbox (if any) was terminated and its workspace removed"
+
+
+def _asks_for_json(args: Sequence[str]) -> bool:
+    options = list(args)
+    if "--" in options:
+        options = options[: options.index("--")]
+    return "--json" in options
+
+
+class _AgentCommands(TyperGroup):
+    """The ``agent`` command group: with ``--json``, even a usage error is a JSON error object.
+
+    Click reports a bad option, a bad value or a missing argument itself (exit 2),
+    before any command runs; this prints the JSON object a script reading stdout
+    expects, and leaves click's message on stderr as it is.
+    """
+
+    # Contexts are typed loosely: typer versions differ in where their click comes from.
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> Any:
+        as_json = _asks_for_json(args)
+        with _usage_error_as_json(as_json):
+            ctx = super().make_context(info_name, args, parent, **extra)
+        ctx.meta["agent.json"] = as_json
+        return ctx
+
+    def invoke(self, ctx: Any) -> Any:
+        with _usage_error_as_json(bool(ctx.meta.get("agent.json"))):
+            return super().invoke(ctx)
+
+
+@contextmanager
+def _usage_error_as_json(as_json: bool) -> Iterator[None]:
+    try:
+        yield
+    except Exception as error:
+        message = _usage_message(error) if as_json else None
+        if message is not None:
+            ctx = getattr(error, "ctx", None)
+            hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+            _print_json(_error_json(UsageError(message.rstrip(".") + hint)))
+        raise
+
+
+def _usage_message(error: Exception) -> str | None:
+    """What click says about a usage error, or ``None`` if ``error`` is not one.
+
+    Told by shape rather than class, as typer itself does: some typer versions
+    vendor their own click. A bare ``agent`` (help, not an error) is not one.
+    """
+    format_message = getattr(error, "format_message", None)
+    if (
+        type(error).__name__ == "NoArgsIsHelpError"
+        or not callable(format_message)
+        or not isinstance(getattr(error, "exit_code", None), int)
+    ):
+        return None
+    return str(format_message())
+
 
 app = typer.Typer(
+    cls=_AgentCommands,
     help="Let a language model propose a code change and prove it in a network-blocked sandbox.",
     no_args_is_help=True,
     add_completion=False,
@@ -88,6 +156,38 @@ def _say(message: str) -> None:
     typer.echo(f"agent: {message}", err=True)
 
 
+def _print_json(value: object, indent: int | None = None) -> None:
+    """Print ``value`` as JSON on stdout: always valid UTF-8, whatever text it holds.
+
+    A file name that is not UTF-8 reaches Python as lone surrogates; written raw,
+    they would make stdout undecodable, so such text is written with JSON escapes.
+    """
+    text = json.dumps(value, indent=indent, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value, indent=indent, ensure_ascii=True)
+    typer.echo(text)
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    # What a plugin warns the user about is one line on stderr, never on stdout.
+    if issubclass(category, AgentWarning):
+        _say(f"warning: {message}")
+    else:
+        _original_showwarning(message, category, filename, lineno, file, line)
+
+
+_original_showwarning = warnings.showwarning
+
+
 def _load_plugins() -> PluginHost:
     host = PluginHost(disabled=[*disabled_from_environment(), *_disabled_plugins])
     for problem in host.problems:
@@ -109,37 +209,48 @@ def _error_json(error: AgentError) -> dict[str, Any]:
 
 @contextmanager
 def _reporting(as_json: bool, debug: bool) -> Iterator[None]:
-    """Turn every expected failure into one message and its documented exit code."""
+    """Turn every failure into one message and its documented exit code.
+
+    With ``--json`` the failure is also the one JSON object on stdout. ``--debug``
+    adds the traceback on stderr and changes nothing else, exit code included.
+    """
     debug = debug or _state["debug"]
     try:
         yield
-    except AgentError as error:
-        if debug:
-            raise
-        if as_json:
-            typer.echo(json.dumps(_error_json(error), ensure_ascii=False))
-        ids = [
-            f"{label} {value}"
-            for label, value in (
-                ("planner task", error.planner_task_id),
-                ("sandbox", error.sandbox_id),
-            )
-            if value
-        ]
-        _say(f"{error.kind} error: {error.message}" + (f" ({', '.join(ids)})" if ids else ""))
-        if error.planner_task_id and _has_record(error.planner_task_id):
-            _say(f"every attempt is recorded: agent logs {error.planner_task_id}")
-        raise typer.Exit(EXIT_CODES[error.kind]) from None
-    except KeyboardInterrupt:
-        _say("interrupted; the sandbox (if any) was terminated and its workspace removed")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
     except (typer.Exit, typer.Abort):
         raise
+    except KeyboardInterrupt:
+        _fail(Interrupted(_INTERRUPTED), as_json)
+    except AgentError as error:
+        _fail(error, as_json, show_traceback=error if debug else None)
     except Exception as error:
-        if debug:
-            raise
-        _say(f"internal error: {type(error).__name__}: {error} (rerun with --debug for details)")
-        raise typer.Exit(EXIT_CODES["internal"]) from None
+        hint = "" if debug else " (rerun with --debug for details)"
+        internal = AgentError(f"{type(error).__name__}: {error}{hint}")
+        _fail(internal, as_json, show_traceback=error if debug else None)
+
+
+def _fail(
+    error: AgentError, as_json: bool, show_traceback: BaseException | None = None
+) -> NoReturn:
+    if show_traceback is not None:
+        traceback.print_exception(show_traceback, file=sys.stderr)
+    if as_json:
+        _print_json(_error_json(error))
+    if isinstance(error, Interrupted):
+        _say(error.message)
+        raise typer.Exit(EXIT_CODES[error.kind])
+    ids = [
+        f"{label} {value}"
+        for label, value in (
+            ("planner task", error.planner_task_id),
+            ("sandbox", error.sandbox_id),
+        )
+        if value
+    ]
+    _say(f"{error.kind} error: {error.message}" + (f" ({', '.join(ids)})" if ids else ""))
+    if error.planner_task_id and _has_record(error.planner_task_id):
+        _say(f"every attempt is recorded: agent logs {error.planner_task_id}")
+    raise typer.Exit(EXIT_CODES[error.kind])
 
 
 def _read_plan_file(path: Path) -> PatchPlan:
@@ -159,6 +270,15 @@ def _read_plan_file(path: Path) -> PatchPlan:
             ]
         )
     return contract.parse_plan(data)
+
+
+def _is_utf8(text: str) -> bool:
+    # Bytes that are not UTF-8 reach Python as lone surrogates, which no provider can take.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _limits_with(limits: SeedLimits, **overrides: Any) -> SeedLimits:
@@ -301,6 +421,11 @@ def run(
     with _reporting(as_json, debug):
         if plan_file is not None and prompt is not None:
             raise UsageError("give either a PROMPT or --plan, not both")
+        if prompt is not None and not _is_utf8(prompt):
+            raise UsageError(
+                "the PROMPT is not valid UTF-8 text (check the terminal's or the script's "
+                "encoding); it was not sent"
+            )
         host = _load_plugins()
         seed_project = host.seed(seed)
         test_runner = host.runner(runner)
@@ -332,7 +457,7 @@ def run(
             progress=_say,
         )
     if as_json:
-        typer.echo(to_json(result))
+        _print_json(to_jsonable(result))
     else:
         _print_summary(result)
     raise typer.Exit(EXIT_TESTS_PASSED if result.tests_passed else EXIT_TESTS_FAILED)
@@ -369,7 +494,7 @@ def validate(
                     "ok": not rejections,
                     "rejections": to_jsonable(rejections),
                 }
-                typer.echo(json.dumps(verdict, ensure_ascii=False))
+                _print_json(verdict)
             elif rejections:
                 typer.echo(f"rejected {path}:")
                 for rejection in rejections:
@@ -390,7 +515,10 @@ def logs(
     """Show the record of a planner call: each attempt's status and timing, the answer or error."""
     with _reporting(as_json, debug):
         record = records.read_record(planner_task_id)
-    typer.echo(to_json(record, indent=2) if as_json else records.render(record))
+    if as_json:
+        _print_json(to_jsonable(record), indent=2)
+    else:
+        typer.echo(records.render(record))
 
 
 def _seed_row(host: PluginHost, name: str) -> dict[str, Any]:
@@ -419,7 +547,7 @@ def seeds_list(as_json: JsonOption = False, debug: DebugOption = False) -> None:
         host = _load_plugins()
         rows = [_seed_row(host, name) for name in sorted(host.seeds)]
         if as_json:
-            typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+            _print_json(rows, indent=2)
             return
         for row in rows:
             typer.echo(f"{row['name']}  ({row['source']})")
@@ -439,7 +567,7 @@ def seeds_show(
     with _reporting(as_json, debug):
         row = _seed_row(_load_plugins(), name)
         if as_json:
-            typer.echo(json.dumps(row, indent=2, ensure_ascii=False))
+            _print_json(row, indent=2)
             return
         limits = ", ".join(f"{key} {value}" for key, value in row["limits"].items())
         policies = [
@@ -485,7 +613,7 @@ def policies_list(as_json: JsonOption = False, debug: DebugOption = False) -> No
             for name, registered in host.policies.items()
         ]
         if as_json:
-            typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+            _print_json(rows, indent=2)
             return
         when = {"always": "always on", "on": "on by default", "off": "off by default"}
         for row in rows:
@@ -505,7 +633,7 @@ def doctor(as_json: JsonOption = False, debug: DebugOption = False) -> None:
         findings = run_checks(checks)
     all_ready = ready(findings)
     if as_json:
-        typer.echo(json.dumps({"ready": all_ready, "findings": to_jsonable(findings)}, indent=2))
+        _print_json({"ready": all_ready, "findings": to_jsonable(findings)}, indent=2)
     else:
         width = max((len(f.item) for f in findings), default=0)
         colours = {"OK": "green", "WARN": "yellow", "FAIL": "red"}
@@ -530,7 +658,7 @@ def plugins_list(as_json: JsonOption = False, debug: DebugOption = False) -> Non
         host = _load_plugins()
         infos = host.plugin_infos()
         if as_json:
-            typer.echo(json.dumps(to_jsonable(infos), indent=2, ensure_ascii=False))
+            _print_json(to_jsonable(infos), indent=2)
             return
         for info in infos:
             source = f"{info.distribution} {info.version}".strip()
@@ -550,6 +678,7 @@ def _terminate(signum: int, _: FrameType | None) -> NoReturn:
 def main() -> None:
     """Entry point of the ``agent`` console script."""
     signal.signal(signal.SIGTERM, _terminate)
+    warnings.showwarning = _show_warning
     app(prog_name="agent")
 
 

@@ -94,6 +94,20 @@ class SandboxError(AgentError):
     kind = "sandbox"
 
 
+class Interrupted(AgentError):
+    """The user stopped the run (Ctrl-C or SIGTERM); every sandbox was terminated first."""
+
+    kind = "interrupted"
+
+
+class AgentWarning(UserWarning):
+    """Something the user should know that does not stop the run (a record not kept, say).
+
+    Plugins issue it with :func:`warnings.warn`; the CLI prints each one once, on
+    stderr, so it never mixes with the JSON on stdout.
+    """
+
+
 #: Exit codes of the ``agent`` command, by error kind. 0 and 1 are the test's verdict.
 EXIT_TESTS_PASSED = 0
 EXIT_TESTS_FAILED = 1
@@ -104,4 +118,5 @@ EXIT_CODES: dict[str, int] = {
     "policy": 4,
     "sandbox": 5,
     "internal": 70,
+    "interrupted": 130,
 }

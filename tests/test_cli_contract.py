@@ -1,0 +1,247 @@
+"""What `agent` promises the scripts that call it: with ``--json``, exactly one JSON object on
+stdout whatever happens; a documented exit code; one message on stderr; a traceback only with
+``--debug``. Every case runs the real console script."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import textwrap
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import AGENT, AgentRun, FakeProvider, wait_until
+
+RunAgent = Callable[..., AgentRun]
+
+
+def one_error(run: AgentRun) -> dict[str, Any]:
+    """The single JSON error object on stdout (anything else there fails the test)."""
+    data = json.loads(run.stdout)
+    assert isinstance(data, dict)
+    assert set(data) == {"error"}
+    error = data["error"]
+    assert {"kind", "message", "planner_task_id", "sandbox_id"} <= set(error)
+    assert isinstance(error, dict)
+    return error
+
+
+# --- usage errors that click reports before any command runs ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["run", "--json", "--no-such-option"], "No such option: --no-such-option"),
+        (["run", "--json", "--test-timeout", "soon"], "Invalid value for '--test-timeout'"),
+        (["run", "--json", "--provider-retries", "99"], "Invalid value for '--provider-retries'"),
+        (["run", "--json", "--plan", "."], "is a directory"),
+        (["validate", "--json"], "Missing argument"),
+        (["logs", "--json"], "Missing argument"),
+        (["seeds", "list", "--json", "--verbose"], "No such option: --verbose"),
+        (["doctor", "--json", "extra"], "Got unexpected extra argument"),
+    ],
+    ids=[
+        "unknown-option",
+        "bad-value",
+        "out-of-range",
+        "plan-is-directory",
+        "validate-no-plan",
+        "logs-no-id",
+        "subgroup-option",
+        "extra-argument",
+    ],
+)
+def test_usage_error_with_json_is_one_error_object_and_exit_2(
+    run_agent: RunAgent, args: list[str], said: str
+) -> None:
+    run = run_agent(*args)
+
+    assert run.returncode == 2, run.stderr
+    error = one_error(run)
+    assert error["kind"] == "usage"
+    assert said in error["message"]
+    assert error["planner_task_id"] is None
+    assert error["sandbox_id"] is None
+    assert said in run.stderr  # click's own message stays on stderr for a person
+    assert "Traceback" not in run.stderr
+
+
+def test_usage_error_without_json_prints_nothing_on_stdout(run_agent: RunAgent) -> None:
+    run = run_agent("run", "--no-such-option")
+
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert "No such option" in run.stderr
+
+
+def test_json_after_the_end_of_options_does_not_ask_for_json(run_agent: RunAgent) -> None:
+    run = run_agent("validate", "--seed", "calculator", "--nope", "--", "--json")
+
+    assert run.returncode == 2
+    assert run.stdout == ""
+
+
+# --- Ctrl-C, internal errors, --debug ----------------------------------------------------------
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def test_ctrl_c_while_planning_with_json_is_one_error_object_and_exit_130(
+    provider: FakeProvider, agent_env: dict[str, str], release: threading.Event
+) -> None:
+    provider.default.action = lambda handler: release.wait(30)
+    process = subprocess.Popen(
+        [str(AGENT), "run", "--json"],
+        env=agent_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_until(lambda: bool(provider.requests), timeout=20)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+    assert process.returncode == 130, stdout + stderr
+    error = one_error(AgentRun(process.returncode, stdout, stderr, Path()))
+    assert error["kind"] == "interrupted"
+    assert error["sandbox_id"] is None
+    assert "interrupted" in stderr
+    assert "Traceback" not in stderr
+    runs = Path(agent_env["XDG_STATE_HOME"]) / "sandboxed-coding-agent" / "runs"
+    (record,) = runs.iterdir()
+    assert json.loads(record.read_text())["outcome"] == "interrupted"
+
+
+@pytest.fixture
+def crashing_plugins(tmp_path: Path) -> dict[str, str]:
+    """A site folder with a runner that crashes and a plugin that cannot be imported.
+
+    Plain ``.dist-info`` folders are enough for ``importlib.metadata`` to find their
+    entry points on ``PYTHONPATH``; no installer needed.
+    """
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "crashing_runner.py").write_text(
+        textwrap.dedent(
+            """\
+            from sandboxed_coding_agent.core.hookspecs import hookimpl
+
+            class CrashingRunner:
+                name = "crashing"
+                description = "a runner with a bug"
+
+                def run_test(self, job):
+                    raise RuntimeError("a bug in a third-party runner")
+
+            @hookimpl
+            def register_runners(register):
+                register(CrashingRunner())
+            """
+        )
+    )
+    (site / "unimportable_plugin.py").write_text("import a_module_that_is_not_installed\n")
+    for distribution, entry_points in {
+        "crashing_runner": "crashing = crashing_runner",
+        "unimportable_plugin": "unimportable = unimportable_plugin",
+    }.items():
+        info = site / f"{distribution}-0.1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {distribution.replace('_', '-')}\nVersion: 0.1.0\n"
+        )
+        (info / "entry_points.txt").write_text(f"[sandboxed_coding_agent]\n{entry_points}\n")
+    return {"PYTHONPATH": str(site)}
+
+
+def test_internal_error_is_exit_70_with_one_error_object_and_no_traceback(
+    run_agent: RunAgent, write_plan: Callable[..., Path], crashing_plugins: dict[str, str]
+) -> None:
+    plan = write_plan({"files": [{"path": "calculator.py", "content": "x = 1\n"}]})
+
+    run = run_agent(
+        "run", "--plan", str(plan), "--runner", "crashing", "--json", env=crashing_plugins
+    )
+
+    assert run.returncode == 70, run.stderr
+    error = one_error(run)
+    assert error["kind"] == "internal"
+    assert "RuntimeError: a bug in a third-party runner" in error["message"]
+    assert "--debug" in run.stderr
+    assert "Traceback" not in run.stderr
+    # The broken plugin is a warning on stderr; stdout stayed one JSON object.
+    assert "warning: plugin 'unimportable'" in run.stderr
+
+
+def test_debug_adds_the_traceback_and_keeps_the_exit_code_and_json(
+    run_agent: RunAgent, write_plan: Callable[..., Path], crashing_plugins: dict[str, str]
+) -> None:
+    plan = write_plan({"files": [{"path": "calculator.py", "content": "x = 1\n"}]})
+
+    internal = run_agent(
+        "--debug",
+        "run",
+        "--plan",
+        str(plan),
+        "--runner",
+        "crashing",
+        "--json",
+        env=crashing_plugins,
+    )
+    usage = run_agent("run", "--seed", "nope", "--json", "--debug")
+
+    assert internal.returncode == 70
+    assert one_error(internal)["kind"] == "internal"
+    assert "Traceback" in internal.stderr
+    assert 'raise RuntimeError("a bug in a third-party runner")' in internal.stderr
+    assert usage.returncode == 2
+    assert one_error(usage)["kind"] == "usage"
+    assert "Traceback" in usage.stderr
+
+
+# --- text that is not UTF-8 --------------------------------------------------------------------
+
+
+def test_prompt_that_is_not_utf8_is_a_usage_error_and_nothing_is_sent(
+    provider: FakeProvider, run_agent: RunAgent
+) -> None:
+    # A str argument with a lone surrogate reaches the program as the raw byte 0xff.
+    run = run_agent("run", "fix add \udcff", "--json")
+
+    assert run.returncode == 2, run.stderr
+    error = one_error(run)
+    assert error["kind"] == "usage"
+    assert "PROMPT is not valid UTF-8" in error["message"]
+    assert "Traceback" not in run.stderr
+    assert provider.requests == []
+
+
+def test_json_stays_valid_utf8_when_a_name_is_not(
+    agent_env: dict[str, str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "seed-\udcff"  # the file name holds the byte 0xff
+    done = subprocess.run(
+        [str(AGENT), "run", "--seed", str(folder), "--json"],
+        env=agent_env,
+        capture_output=True,
+        check=False,
+    )
+
+    assert done.returncode == 2
+    error = json.loads(done.stdout.decode("utf-8"))["error"]  # strict: raises on a raw 0xff
+    assert error["kind"] == "usage"
+    assert "seed-\udcff" in error["message"]
