@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from conftest import API_KEY, FIXED_CALCULATOR, MODEL, AgentRun, FakeProvider, plan_json, wait_until
 
-from sandboxed_coding_agent.core.errors import PlanRejected, ProviderError
+from sandboxed_coding_agent.core.errors import PlanRejected, ProviderError, UsageError
 from sandboxed_coding_agent.core.model import PlannerOptions, PlannerResult
 from sandboxed_coding_agent.core.orchestrator import plan_request
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
@@ -685,6 +685,90 @@ def test_structured_output_flag_reaches_the_provider(
 
     assert run.returncode == 0, run.stderr
     assert provider.requests[0].json()["response_format"]["type"] == "json_schema"
+
+
+# --- where the request and the key go: redirects, proxies, the prompt ----------------------------
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[FakeProvider]:
+    """A second loopback server: a redirect's target, or a proxy."""
+    server = FakeProvider()
+    server.thread.start()
+    try:
+        yield server
+    finally:
+        server.server.shutdown()
+        server.server.server_close()
+
+
+def test_redirect_is_not_followed_so_the_key_goes_nowhere_else(
+    provider: FakeProvider, planner: Planner, elsewhere: FakeProvider
+) -> None:
+    target = elsewhere.base_url + "/chat/completions"
+    provider.reply(307, b"", headers={"Location": target})
+
+    error = planner.fails(max_retries=3)
+
+    assert f"HTTP 307 Temporary Redirect, redirecting to {target}" in error.message
+    assert "set CODING_AGENT_BASE_URL to the URL it really serves" in error.message
+    assert elsewhere.requests == []
+    assert len(provider.requests) == 1
+
+
+def test_provider_on_this_machine_is_never_reached_through_a_proxy(
+    provider: FakeProvider, elsewhere: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    # Through a proxy, the plain http request, key included, would leave the machine.
+    provider.reply_plan(("calculator.py", FIXED_CALCULATOR))
+    proxy = elsewhere.base_url.removesuffix("/v1")
+    variables = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+    env = {name: proxy for variable in variables for name in (variable, variable.lower())}
+    env.update(NO_PROXY="", no_proxy="")
+
+    run = run_agent("run", "--json", env=env)
+
+    assert run.returncode == 0, run.stderr
+    assert elsewhere.requests == []
+    assert [r.headers["Authorization"] for r in provider.requests] == [f"Bearer {API_KEY}"]
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"ALL_PROXY": "socks5://127.0.0.1:9"}, "socksio"),
+        ({"HTTPS_PROXY": "ftp://proxy.invalid"}, "Unknown scheme for proxy URL"),
+        ({"HTTPS_PROXY": "http://[::1"}, "Invalid port"),
+        ({"SSL_CERT_FILE": "/nonexistent/ca.pem"}, "No such file or directory"),
+    ],
+    ids=["socks", "proxy-scheme", "proxy-url", "ca-file"],
+)
+def test_unusable_proxy_or_certificate_settings_are_a_configuration_error(
+    run_agent: Callable[..., AgentRun], env: dict[str, str], said: str
+) -> None:
+    env = {**env, "CODING_AGENT_BASE_URL": "https://provider.invalid/v1"}
+
+    run = run_agent("run", "--json", "--provider-retries", "0", env=env)
+
+    assert run.returncode == 2, run.stderr
+    error = run.json()["error"]
+    assert error["kind"] == "configuration"
+    assert "proxy or certificate settings in the environment" in error["message"]
+    assert said in error["message"]
+    assert "Traceback" not in run.stderr
+
+
+def test_seed_file_holding_the_key_is_never_sent(provider: FakeProvider, planner: Planner) -> None:
+    seed = calculator_seed()
+    files = {**seed.read_files(), "notes.txt": f"token = {API_KEY}\n".encode()}
+    request = plan_request(seed, seed.default_prompt, files)
+
+    with pytest.raises(UsageError) as caught:
+        OpenAICompatiblePlanner(environ=planner.environ).plan(request)
+
+    assert "seed file 'notes.txt' holds the value of CODING_AGENT_API_KEY" in caught.value.message
+    assert API_KEY not in caught.value.message
+    assert provider.requests == []
 
 
 # --- imports ---------------------------------------------------------------------------------

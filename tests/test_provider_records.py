@@ -77,7 +77,8 @@ def test_successful_call_is_recorded_and_shown_by_agent_logs(
     provider: FakeProvider, run_agent: RunAgent, agent_env: dict[str, str]
 ) -> None:
     provider.reply(200, completion(PLAN, id="chatcmpl-abc123"))
-    run = run_agent("run", "--json")
+    # Not ASCII, so a size counted in escaped JSON would differ from the bytes sent.
+    run = run_agent("run", "Fix calculator.add \u2014 the test is right \u2713", "--json")
     task_id = task_id_of(run)
 
     path = runs_dir(agent_env) / f"{task_id}.json"
@@ -146,6 +147,41 @@ def test_call_that_got_no_answer_is_recorded(
     assert record["request"]["url"] == url + "/chat/completions"
     assert [(a["status"], a["outcome"]) for a in record["attempts"]] == [(None, "connection-error")]
     assert "refused" in record["attempts"][0]["detail"]
+
+
+def test_state_directory_that_cannot_be_written_is_one_warning_and_the_run_goes_on(
+    provider: FakeProvider, run_agent: RunAgent, tmp_path: Path
+) -> None:
+    not_a_folder = tmp_path / "state-file"
+    not_a_folder.write_text("")
+    provider.reply(200, completion(PLAN))
+
+    run = run_agent("run", "--json", env={"XDG_STATE_HOME": str(not_a_folder)})
+
+    assert run.returncode == 0, run.stderr
+    assert run.json()["tests_passed"] is True
+    warnings = [line for line in run.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1
+    assert f"agent: warning: the record of planner task {task_id_of(run)}" in warnings[0]
+    assert f"could not be kept in {not_a_folder}" in warnings[0]
+    assert "agent logs" not in run.stdout
+
+
+def test_answer_with_lone_surrogates_is_used_and_recorded(
+    provider: FakeProvider, run_agent: RunAgent
+) -> None:
+    # json.dumps writes these as \ud800 escapes; json.loads turns them into text no
+    # UTF-8 file or terminal can take.
+    provider.reply(200, completion(PLAN + "\n\ud800", id="chatcmpl-\udcff", model="m\ud800"))
+
+    run = run_agent("run", "--json")
+
+    assert run.returncode == 0, run.stderr
+    result = run.json()
+    assert (result["response_id"], result["model"]) == ("chatcmpl-?", "m?")
+    record = logs_json(run_agent, result["planner_task_id"])
+    assert record["response_excerpt"].endswith("\n?")
+    assert run_agent("logs", result["planner_task_id"]).returncode == 0
 
 
 def test_records_default_to_the_xdg_state_home_under_home(
@@ -282,6 +318,7 @@ def test_api_key_appears_in_no_output_record_or_error(
         (["run"], [{"status": 200, "body": json.dumps(completion(PLAN)).encode()}]),
         (["run", "--json"], [{"status": 200, "body": json.dumps(completion(PLAN)).encode()}]),
         (["run", "--json"], [{"status": 401, "body": json.dumps({"error": {"message": echo}})}]),
+        (["run", "--debug"], [{"status": 401, "body": json.dumps({"error": {"message": echo}})}]),
         (["run"], [{"status": 404, "body": echo}]),
         (
             ["run", "--json"],
@@ -318,7 +355,7 @@ def test_api_key_appears_in_no_output_record_or_error(
         for reply in replies:
             provider.reply(**reply)
         run = run_agent(*args, "--provider-retries", "1")
-        assert "Traceback" not in run.stderr
+        assert ("Traceback" in run.stderr) == ("--debug" in args)
         seen += [run.stdout, run.stderr]
     for path in sorted(runs_dir(agent_env).iterdir()):
         task_ids.append(path.stem)

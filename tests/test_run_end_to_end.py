@@ -264,15 +264,38 @@ def test_refused_key_is_reported_without_showing_it(
         ({"CODING_AGENT_BASE_URL": "https://example.com/v1?key=x"}, "query"),
         ({"CODING_AGENT_BASE_URL": "https://example.com/api"}, "/v1"),
         ({"CODING_AGENT_MODEL": "m" * 161}, "160"),
+        # A str with a lone surrogate reaches the program as the raw byte 0xff.
+        ({"CODING_AGENT_BASE_URL": "https://example.com\udcff/v1"}, "not valid UTF-8"),
+        ({"CODING_AGENT_MODEL": "model-\udcff"}, "CODING_AGENT_MODEL is not valid UTF-8"),
+        ({"CODING_AGENT_BASE_URL": "https://exa\tmple.com/v1"}, "control characters"),
+        ({"CODING_AGENT_BASE_URL": "https://example .com/v1"}, "spaces"),
+        ({"CODING_AGENT_BASE_URL": "https://xn--/v1"}, "cannot be used"),
+        ({"CODING_AGENT_BASE_URL": "https://a..b/v1"}, "cannot be looked up"),
+        ({"CODING_AGENT_API_KEY": "key\nwith-a-newline"}, "cannot be sent in an HTTP header"),
     ],
-    ids=["no-model", "blank-key", "http", "credentials", "query", "no-v1", "long-model"],
+    ids=[
+        "no-model",
+        "blank-key",
+        "http",
+        "credentials",
+        "query",
+        "no-v1",
+        "long-model",
+        "url-not-utf8",
+        "model-not-utf8",
+        "url-control",
+        "url-space",
+        "url-bad-idna",
+        "url-empty-label",
+        "key-newline",
+    ],
 )
 def test_bad_configuration_exits_2_naming_the_problem(
     provider: FakeProvider, run_agent: RunAgent, env: dict[str, str], named: str
 ) -> None:
     run = run_agent("run", env=env)
 
-    assert run.returncode == 2
+    assert run.returncode == 2, run.stderr
     assert named in run.stderr
     assert "hunter2" not in run.stderr
     assert "Traceback" not in run.stderr
@@ -304,7 +327,35 @@ def test_debug_shows_the_traceback(run_agent: RunAgent) -> None:
 
     assert "Traceback" not in quiet.stderr
     assert "Traceback" in loud.stderr
-    assert loud.returncode != 0
+    assert quiet.returncode == loud.returncode == 2
+
+
+def test_short_placeholder_key_is_not_hunted_for_in_answers_or_output(
+    provider: FakeProvider, run_agent: RunAgent
+) -> None:
+    # Local servers take any key; a placeholder such as "left" also appears in the fix.
+    provider.reply_plan(("calculator.py", FIXED_CALCULATOR))
+
+    run = run_agent("run", "--json", env={"CODING_AGENT_API_KEY": "left"})
+
+    assert run.returncode == 0, run.stderr
+    result = run.json()
+    assert "+    return left + right\n" in result["diff"]
+    assert "[redacted]" not in run.stdout + run.stderr
+    assert provider.requests[0].headers["Authorization"] == "Bearer left"
+
+
+def test_instruction_holding_the_key_is_never_sent(
+    provider: FakeProvider, run_agent: RunAgent
+) -> None:
+    run = run_agent("run", f"Fix add; my key is {API_KEY}", "--json")
+
+    assert run.returncode == 2, run.stderr
+    error = run.json()["error"]
+    assert error["kind"] == "usage"
+    assert "the instruction holds the value of CODING_AGENT_API_KEY" in error["message"]
+    assert provider.requests == []
+    assert API_KEY not in run.stdout + run.stderr
 
 
 def test_seeds_and_plugins_are_listed(run_agent: RunAgent) -> None:

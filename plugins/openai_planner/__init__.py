@@ -36,24 +36,29 @@ retries, :mod:`.answer` reads the completion and the plan in it, and
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import random
 import time
+import warnings
 from collections.abc import Callable, Mapping
 
 import attrs
 
 from sandboxed_coding_agent.core import contract, records
-from sandboxed_coding_agent.core.errors import PlanRejected, ProviderError
+from sandboxed_coding_agent.core.errors import (
+    AgentError,
+    AgentWarning,
+    PlanRejected,
+    ProviderError,
+    UsageError,
+)
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import PlannerResult, PlanRequest
 from sandboxed_coding_agent.core.protocols import Check, Planner
 
 from .answer import extract_json_object, parse_completion
 from .call import PlannerCall
-from .prompt import build_messages, plan_json_schema, request_body
+from .prompt import build_messages, encode_body, plan_json_schema, request_body
 from .settings import (
     API_KEY_ENV,
     BASE_URL_ENV,
@@ -122,6 +127,9 @@ class OpenAICompatiblePlanner:
         except PlanRejected as error:
             call.outcome, call.error_message = "plan-rejected", error.message
             raise
+        except AgentError as error:
+            call.outcome, call.error_message = f"{error.kind}-error", error.message
+            raise
         except Exception as error:
             call.outcome = "internal-error"
             call.error_message = call.redact(f"{type(error).__name__}: {error}")
@@ -137,16 +145,26 @@ class OpenAICompatiblePlanner:
         if record is None:
             return
         # The record helps investigate; failing to keep it must not fail the run itself.
-        with contextlib.suppress(OSError):
+        try:
             records.write_record(record, self.environ)
+        except (OSError, ValueError) as error:
+            reason = getattr(error, "strerror", None) or str(error)
+            warnings.warn(
+                f"the record of planner task {call.task_id} could not be kept in "
+                f"{records.runs_directory(self.environ)} ({reason}); "
+                "`agent logs` will not find it",
+                AgentWarning,
+                stacklevel=2,
+            )
 
     def _plan(self, call: PlannerCall, request: PlanRequest) -> PlannerResult:
+        _refuse_to_send_the_key(call, request)
         body = request_body(call.settings.model, request)
         call.request_info = records.ProviderRequestInfo(
             url=call.settings.completions_url,
             model=call.settings.model,
             messages=len(body["messages"]),
-            body_bytes=len(json.dumps(body).encode()),
+            body_bytes=len(encode_body(body)),
             seed_files=len(request.files),
             response_format=body["response_format"]["type"],
             timeout_seconds=request.options.timeout_seconds,
@@ -179,6 +197,19 @@ class OpenAICompatiblePlanner:
             response_id=call.response_id,
             usage=call.usage,
             duration_seconds=call.seconds,
+        )
+
+
+def _refuse_to_send_the_key(call: PlannerCall, request: PlanRequest) -> None:
+    """Stop before sending a prompt that would carry the key to the provider (and its logs)."""
+    where = [f"seed file {path!r}" for path, text in request.files.items() if call.holds_key(text)]
+    if call.holds_key(request.instruction):
+        where.insert(0, "the instruction")
+    if where:
+        verb = "holds" if len(where) == 1 else "hold"
+        raise UsageError(
+            f"{' and '.join(where)} {verb} the value of {API_KEY_ENV}; nothing was sent "
+            "to the provider, as the prompt must never carry the key"
         )
 
 

@@ -17,6 +17,18 @@ from sandboxed_coding_agent.core.model import PlannerOptions, TokenUsage
 from .settings import CONTROL, ProviderSettings
 
 MAX_QUOTED_CHARS = 300
+#: Keys shorter than this are not searched for in text: such a key is a placeholder
+#: that a local server ignores ("x", "EMPTY", "ollama"), and blanking it would mangle
+#: ordinary words ("k" in "unknown") and refuse answers that merely contain it.
+MIN_SECRET_CHARS = 8
+
+
+def _well_formed(text: str) -> str:
+    """``text`` with lone surrogates (``"\\ud800"`` escapes in the provider's JSON) as ``?``.
+
+    Such text cannot be written as UTF-8: not to a record, not to the terminal.
+    """
+    return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
 def new_planner_task_id() -> str:
@@ -48,8 +60,9 @@ class PlannerCall:
         self.usage: TokenUsage | None = None
         key = settings.api_key
         # The key as it may come back: verbatim, escaped inside a JSON string, URL-quoted.
-        self._secret_forms = sorted(
-            {key, json.dumps(key)[1:-1], quote(key, safe="")}, key=len, reverse=True
+        forms = {key, json.dumps(key)[1:-1], quote(key, safe="")}
+        self._secret_forms = (
+            sorted(forms, key=len, reverse=True) if len(key) >= MIN_SECRET_CHARS else []
         )
 
     def redact(self, text: str) -> str:
@@ -73,13 +86,13 @@ class PlannerCall:
 
     def quoted(self, text: str) -> str:
         """Provider text fit to quote: key removed, control characters blanked, bounded."""
-        text = CONTROL.sub(" ", self.redact(text)).strip()
+        text = CONTROL.sub(" ", self.redact(_well_formed(text))).strip()
         return text[:MAX_QUOTED_CHARS] + ("..." if len(text) > MAX_QUOTED_CHARS else "")
 
     def keep_excerpt(self, text: str | bytes) -> None:
         if isinstance(text, bytes):
             text = text.decode("utf-8", errors="replace")
-        self.excerpt = records.excerpt(self.redact(text))
+        self.excerpt = records.excerpt(self.redact(_well_formed(text)))
 
     def log_attempt(
         self,

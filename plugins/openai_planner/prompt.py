@@ -84,3 +84,8 @@ def request_body(model: str, request: PlanRequest) -> dict[str, Any]:
         "response_format": response_format,
         "messages": build_messages(request),
     }
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """The request body as sent: JSON in UTF-8, non-ASCII text as itself."""
+    return json.dumps(body, ensure_ascii=False).encode("utf-8")

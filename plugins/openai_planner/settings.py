@@ -36,7 +36,8 @@ class ProviderSettings:
         return self.base_url.rstrip("/") + "/chat/completions"
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine: ``localhost``, 127.0.0.0/8 or ::1."""
     if host.lower() == "localhost":
         return True
     try:
@@ -48,6 +49,10 @@ def _is_loopback(host: str) -> bool:
 def check_base_url(url: str) -> str:
     """Return ``url`` if it is a usable provider base URL; raise :class:`ConfigurationError`."""
     problem = f"{BASE_URL_ENV} must be an https URL ending in /v1"
+    if any(c.isspace() for c in url) or CONTROL.search(url):
+        raise ConfigurationError(
+            f"{BASE_URL_ENV} contains spaces or control characters (got {url!r})"
+        )
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
@@ -60,7 +65,7 @@ def check_base_url(url: str) -> str:
         )
     if parts.scheme not in ("https", "http") or not host:
         raise ConfigurationError(f"{problem}, for example https://api.openai.com/v1 (got {url!r})")
-    if parts.scheme == "http" and not _is_loopback(host):
+    if parts.scheme == "http" and not is_loopback(host):
         raise ConfigurationError(
             f"{BASE_URL_ENV} uses plain http for {host!r}; use https "
             "(plain http is allowed only for localhost, 127.0.0.0/8 and ::1)"
@@ -84,6 +89,10 @@ def settings_from_environment(environ: Mapping[str, str] = os.environ) -> Provid
                 f"{name} is not set; set {', '.join(PROVIDER_SECRET_NAMES)} "
                 "to use the OpenAI-compatible planner, or test a plan file with --plan"
             )
+        if not _is_utf8(value):
+            raise ConfigurationError(
+                f"{name} is not valid UTF-8 text (it holds bytes of another encoding)"
+            )
         values[name] = value
     model = values[MODEL_ENV]
     if len(model) > MAX_MODEL_CHARS or CONTROL.search(model):
@@ -96,6 +105,15 @@ def settings_from_environment(environ: Mapping[str, str] = os.environ) -> Provid
             f"{API_KEY_ENV} contains spaces or characters that cannot be sent in an HTTP header"
         )
     return ProviderSettings(check_base_url(values[BASE_URL_ENV]), model, key)
+
+
+def _is_utf8(text: str) -> bool:
+    # Bytes that are not UTF-8 reach os.environ as lone surrogates.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @attrs.frozen

@@ -6,7 +6,6 @@ httpx is imported inside the functions that use it, so importing the planner sta
 from __future__ import annotations
 
 import email.utils
-import json
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -16,9 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from sandboxed_coding_agent.core.errors import ConfigurationError
+
 from .answer import provider_message
 from .call import PlannerCall
-from .settings import API_KEY_ENV, BASE_URL_ENV, MODEL_ENV
+from .prompt import encode_body
+from .settings import API_KEY_ENV, BASE_URL_ENV, MODEL_ENV, is_loopback
 
 if TYPE_CHECKING:
     import httpx
@@ -89,7 +91,6 @@ def exchange(
     draw: Callable[[], float],
 ) -> bytes:
     """POST ``body`` until an answer worth reading arrives; its bytes, or a provider error."""
-    import httpx
 
     retries_left = call.options.max_retries
     may_drop_format = body["response_format"]["type"] == "json_object"
@@ -98,12 +99,7 @@ def exchange(
     def next_wait() -> float:
         return backoff.delay(call.options.max_retries - retries_left, draw())
 
-    # One client for every attempt, so a retry reuses the kept-alive connection.
-    with httpx.Client(
-        timeout=httpx.Timeout(call.options.timeout_seconds),
-        limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-        follow_redirects=False,
-    ) as client:
+    with _client(call) as client:
         while True:
             if waited:
                 sleep(waited)
@@ -143,6 +139,43 @@ def exchange(
                 )
             retries_left -= 1
             waited = asked if asked is not None else next_wait()
+
+
+def _client(call: PlannerCall) -> httpx.Client:
+    """One client for every attempt, so a retry reuses the kept-alive connection.
+
+    Redirects are not followed: the request goes to the configured URL or nowhere.
+    Proxies from the environment (``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``) are
+    used for a remote provider, which is always https: the proxy relays an encrypted
+    tunnel and never sees the key. A provider on this machine is never reached
+    through a proxy, as its plain http request, key included, would leave it.
+    """
+    import httpx
+
+    try:
+        host = httpx.URL(call.settings.completions_url).host
+    except (httpx.InvalidURL, UnicodeError) as error:
+        raise ConfigurationError(
+            f"{BASE_URL_ENV} cannot be used: {call.redact(str(error))}",
+            planner_task_id=call.task_id,
+        ) from None
+    direct = None
+    if is_loopback(host):
+        direct = {f"all://[{host}]" if ":" in host else f"all://{host}": None}
+    try:
+        return httpx.Client(
+            timeout=httpx.Timeout(call.options.timeout_seconds),
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            follow_redirects=False,
+            mounts=direct,
+        )
+    except (ImportError, ValueError, OSError, httpx.InvalidURL) as error:
+        raise ConfigurationError(
+            "the proxy or certificate settings in the environment cannot be used "
+            "(HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, SSL_CERT_FILE, SSL_CERT_DIR): "
+            f"{type(error).__name__}: {call.redact(str(error))}",
+            planner_task_id=call.task_id,
+        ) from None
 
 
 @attrs.frozen
@@ -212,6 +245,12 @@ def _attempt(
         problem = _network_problem(error, call.settings.completions_url)
         log(None, "connection-error", problem)
         return problem
+    except UnicodeError as error:  # a host name IDNA refuses, found only when connecting
+        log(None, "connection-error", str(error))
+        raise ConfigurationError(
+            f"{BASE_URL_ENV} names a host that cannot be looked up: {call.redact(str(error))}",
+            planner_task_id=call.task_id,
+        ) from None
     ok = 200 <= status < 300
     log(status, "ok" if ok else "http-error", None if ok else provider_message(raw))
     return _Answer(status, headers, raw)
@@ -221,7 +260,7 @@ def _post(
     client: httpx.Client, call: PlannerCall, body: dict[str, Any]
 ) -> tuple[int, httpx.Headers, bytes]:
     """Send the request; the status, headers and (bounded) body of the answer."""
-    content = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    content = encode_body(body)
     headers = {
         "Authorization": f"Bearer {call.settings.api_key}",
         "Content-Type": "application/json",
