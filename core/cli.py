@@ -12,6 +12,7 @@ Exit codes (also in the README):
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 import traceback
@@ -152,8 +153,24 @@ NoPolicyOption = Annotated[
 ]
 
 
+# Control characters in text the agent does not write itself (a hostile test's output,
+# a model's answer, a seed's description) could move the cursor and overwrite what a
+# person reads, the verdict included; they are shown escaped instead. Newline and tab
+# stay, and so does the carriage return of a CRLF line end.
+_TERMINAL_CONTROL = re.compile(r"\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def _for_terminal(text: str) -> str:
+    return _TERMINAL_CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
+
+
+def _echo(text: str, err: bool = False) -> None:
+    """Print text meant for a person, with control characters shown escaped."""
+    typer.echo(_for_terminal(text), err=err)
+
+
 def _say(message: str) -> None:
-    typer.echo(f"agent: {message}", err=True)
+    _echo(f"agent: {message}", err=True)
 
 
 def _print_json(value: object, indent: int | None = None) -> None:
@@ -324,11 +341,12 @@ def _print_summary(result: RunResult) -> None:
         )
         if _has_record(result.planner_task_id):
             lines.append(f"record:          agent logs {result.planner_task_id}")
-    typer.echo("\n".join(lines))
-    typer.echo("\ndiff:")
-    typer.echo(result.diff.rstrip("\n") or "(no change)")
-    typer.echo("\ntest output:")
-    typer.echo(result.test_output.rstrip("\n") or "(none)")
+    typer.echo(lines[0])
+    _echo("\n".join(lines[1:]))
+    _echo("\ndiff:")
+    _echo(result.diff.rstrip("\n") or "(no change)")
+    _echo("\ntest output:")
+    _echo(result.test_output.rstrip("\n") or "(none)")
 
 
 @app.callback()
@@ -496,11 +514,11 @@ def validate(
                 }
                 _print_json(verdict)
             elif rejections:
-                typer.echo(f"rejected {path}:")
+                _echo(f"rejected {path}:")
                 for rejection in rejections:
-                    typer.echo(f"  {rejection.describe()}")
+                    _echo(f"  {rejection.describe()}")
             else:
-                typer.echo(f"ok {path}")
+                _echo(f"ok {path}")
     raise typer.Exit(EXIT_TESTS_PASSED if all_ok else EXIT_CODES["policy"])
 
 
@@ -518,7 +536,7 @@ def logs(
     if as_json:
         _print_json(to_jsonable(record), indent=2)
     else:
-        typer.echo(records.render(record))
+        _echo(records.render(record))
 
 
 def _seed_row(host: PluginHost, name: str) -> dict[str, Any]:
@@ -550,10 +568,10 @@ def seeds_list(as_json: JsonOption = False, debug: DebugOption = False) -> None:
             _print_json(rows, indent=2)
             return
         for row in rows:
-            typer.echo(f"{row['name']}  ({row['source']})")
-            typer.echo(f"  {row['description']}")
-            typer.echo(f"  editable: {', '.join(row['editable_paths'])}")
-            typer.echo(f"  test:     {' '.join(row['test_command'])}")
+            _echo(f"{row['name']}  ({row['source']})")
+            _echo(f"  {row['description']}")
+            _echo(f"  editable: {', '.join(row['editable_paths'])}")
+            _echo(f"  test:     {' '.join(row['test_command'])}")
         typer.echo("\nA folder with a seed.toml is a seed too: agent run --seed ./path/to/folder")
 
 
@@ -588,7 +606,7 @@ def seeds_show(
             f"runtime:        {_describe_runtime(row['runtime'])}",
             f"policies:       {'; '.join(policies) or 'none switched on by the seed'}",
         ]
-        typer.echo("\n".join(lines))
+        _echo("\n".join(lines))
 
 
 def _describe_runtime(runtime: dict[str, Any] | None) -> str:
@@ -617,10 +635,8 @@ def policies_list(as_json: JsonOption = False, debug: DebugOption = False) -> No
             return
         when = {"always": "always on", "on": "on by default", "off": "off by default"}
         for row in rows:
-            typer.echo(
-                f"{row['name']}  ({when[row['activation']]}; {host.describe(row['plugin'])})"
-            )
-            typer.echo(f"  {row['description']}")
+            _echo(f"{row['name']}  ({when[row['activation']]}; {host.describe(row['plugin'])})")
+            _echo(f"  {row['description']}")
 
 
 @app.command()
@@ -639,9 +655,9 @@ def doctor(as_json: JsonOption = False, debug: DebugOption = False) -> None:
         colours = {"OK": "green", "WARN": "yellow", "FAIL": "red"}
         for finding in findings:
             verdict = typer.style(f"{finding.verdict:<4}", fg=colours[finding.verdict], bold=True)
-            typer.echo(f"{verdict}  {finding.item:<{width}}  {finding.detail}")
+            typer.echo(verdict + _for_terminal(f"  {finding.item:<{width}}  {finding.detail}"))
             if finding.fix and not finding.ok:
-                typer.echo(f"      {'':<{width}}  fix: {finding.fix}")
+                _echo(f"      {'':<{width}}  fix: {finding.fix}")
         failed = sum(1 for f in findings if f.required and not f.ok)
         typer.echo(
             "\nready: every required item is OK"
@@ -664,10 +680,10 @@ def plugins_list(as_json: JsonOption = False, debug: DebugOption = False) -> Non
             source = f"{info.distribution} {info.version}".strip()
             provides = ", ".join(info.kinds) or "nothing registered"
             status = "" if info.status == "loaded" else f" {info.status.upper()}"
-            typer.echo(f"{info.name}  [{provides}]{status}")
-            typer.echo(f"  from {source}: {info.location}")
+            _echo(f"{info.name}  [{provides}]{status}")
+            _echo(f"  from {source}: {info.location}")
             if info.problem:
-                typer.echo(f"  problem: {info.problem}")
+                _echo(f"  problem: {info.problem}")
 
 
 def _terminate(signum: int, _: FrameType | None) -> NoReturn:

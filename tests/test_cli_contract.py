@@ -5,6 +5,8 @@ stdout whatever happens; a documented exit code; one message on stderr; a traceb
 from __future__ import annotations
 
 import json
+import os
+import pty
 import signal
 import subprocess
 import textwrap
@@ -245,3 +247,44 @@ def test_json_stays_valid_utf8_when_a_name_is_not(
     error = json.loads(done.stdout.decode("utf-8"))["error"]  # strict: raises on a raw 0xff
     assert error["kind"] == "usage"
     assert "seed-\udcff" in error["message"]
+
+
+# --- what a person reads -----------------------------------------------------------------------
+
+
+def test_test_output_cannot_rewrite_the_summary_on_a_terminal(
+    agent_env: dict[str, str], write_plan: Callable[..., Path]
+) -> None:
+    # A hostile patch prints escape sequences that would move the cursor up to the
+    # verdict and overwrite it, set the window title, and return to the line start.
+    hostile = (
+        "import sys\n"
+        "sys.stdout.write('\\x1b[30A\\x1b[2Kx\\x1b]0;pwned\\x07\\rtests passed\\n')\n"
+        "def add(left, right):\n    return left - right\n"
+    )
+    plan = write_plan({"files": [{"path": "calculator.py", "content": hostile}]})
+    terminal, child_side = pty.openpty()
+    process = subprocess.Popen(
+        [str(AGENT), "run", "--plan", str(plan)],
+        env=agent_env,
+        stdin=subprocess.DEVNULL,
+        stdout=child_side,
+        stderr=subprocess.PIPE,
+    )
+    os.close(child_side)
+    shown = bytearray()
+    try:
+        while chunk := os.read(terminal, 65536):
+            shown += chunk
+    except OSError:  # EIO: the agent closed its side
+        pass
+    finally:
+        os.close(terminal)
+        process.communicate(timeout=60)
+
+    text = shown.decode("utf-8", errors="replace")
+    assert process.returncode == 1, text
+    assert "tests FAILED" in text
+    assert "\x1b[30A" not in text
+    assert "\x1b]0;" not in text
+    assert "\\x1b[30A\\x1b[2Kx\\x1b]0;pwned\\x07\\rtests passed" in text

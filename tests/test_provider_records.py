@@ -184,6 +184,21 @@ def test_answer_with_lone_surrogates_is_used_and_recorded(
     assert run_agent("logs", result["planner_task_id"]).returncode == 0
 
 
+def test_logs_shows_control_characters_of_the_answer_escaped(
+    provider: FakeProvider, run_agent: RunAgent
+) -> None:
+    provider.reply(200, completion(PLAN + "\n\x1b]0;pwned\x07\x08\x08\rdone"))
+    task_id = task_id_of(run_agent("run", "--json"))
+
+    shown = run_agent("logs", task_id)
+
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout
+    assert "\x07" not in shown.stdout
+    assert "\\x1b]0;pwned\\x07\\x08\\x08\\rdone" in shown.stdout
+    assert logs_json(run_agent, task_id)["response_excerpt"].endswith("\x07\x08\x08\rdone")
+
+
 def test_records_default_to_the_xdg_state_home_under_home(
     provider: FakeProvider, run_agent: RunAgent, tmp_path: Path
 ) -> None:
