@@ -11,6 +11,7 @@ Exit codes (also in the README):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
@@ -40,7 +41,7 @@ from .errors import (
     Rejection,
     UsageError,
 )
-from .model import PatchPlan, PlannerOptions, RunResult, SeedLimits
+from .model import Finding, PatchPlan, PlannerOptions, RunResult, SeedLimits
 from .plugins import PluginHost, disabled_from_environment
 from .serialization import to_jsonable
 
@@ -234,8 +235,8 @@ def _reporting(as_json: bool, debug: bool) -> Iterator[None]:
     debug = debug or _state["debug"]
     try:
         yield
-    except (typer.Exit, typer.Abort):
-        raise
+    except (typer.Exit, typer.Abort, BrokenPipeError):
+        raise  # typer ends a command whose reader went away (`agent ... | head`) quietly
     except KeyboardInterrupt:
         _fail(Interrupted(_INTERRUPTED), as_json)
     except AgentError as error:
@@ -252,7 +253,9 @@ def _fail(
     if show_traceback is not None:
         traceback.print_exception(show_traceback, file=sys.stderr)
     if as_json:
-        _print_json(_error_json(error))
+        # When stdout itself failed (a full disk), the message on stderr has to do.
+        with contextlib.suppress(OSError):
+            _print_json(_error_json(error))
     if isinstance(error, Interrupted):
         _say(error.message)
         raise typer.Exit(EXIT_CODES[error.kind])
@@ -474,10 +477,10 @@ def run(
             ),
             progress=_say,
         )
-    if as_json:
-        _print_json(to_jsonable(result))
-    else:
-        _print_summary(result)
+        if as_json:
+            _print_json(to_jsonable(result))
+        else:
+            _print_summary(result)
     raise typer.Exit(EXIT_TESTS_PASSED if result.tests_passed else EXIT_TESTS_FAILED)
 
 
@@ -533,10 +536,10 @@ def logs(
     """Show the record of a planner call: each attempt's status and timing, the answer or error."""
     with _reporting(as_json, debug):
         record = records.read_record(planner_task_id)
-    if as_json:
-        _print_json(to_jsonable(record), indent=2)
-    else:
-        _echo(records.render(record))
+        if as_json:
+            _print_json(to_jsonable(record), indent=2)
+        else:
+            _echo(records.render(record))
 
 
 def _seed_row(host: PluginHost, name: str) -> dict[str, Any]:
@@ -647,24 +650,28 @@ def doctor(as_json: JsonOption = False, debug: DebugOption = False) -> None:
         checks = [("core", check) for check in INSTALLATION_CHECKS]
         checks += [(registered.plugin, registered.item) for registered in host.checks.values()]
         findings = run_checks(checks)
-    all_ready = ready(findings)
-    if as_json:
-        _print_json({"ready": all_ready, "findings": to_jsonable(findings)}, indent=2)
-    else:
-        width = max((len(f.item) for f in findings), default=0)
-        colours = {"OK": "green", "WARN": "yellow", "FAIL": "red"}
-        for finding in findings:
-            verdict = typer.style(f"{finding.verdict:<4}", fg=colours[finding.verdict], bold=True)
-            typer.echo(verdict + _for_terminal(f"  {finding.item:<{width}}  {finding.detail}"))
-            if finding.fix and not finding.ok:
-                _echo(f"      {'':<{width}}  fix: {finding.fix}")
-        failed = sum(1 for f in findings if f.required and not f.ok)
-        typer.echo(
-            "\nready: every required item is OK"
-            if all_ready
-            else f"\nnot ready: {failed} required item(s) failed"
-        )
+        all_ready = ready(findings)
+        if as_json:
+            _print_json({"ready": all_ready, "findings": to_jsonable(findings)}, indent=2)
+        else:
+            _print_findings(findings, all_ready)
     raise typer.Exit(EXIT_TESTS_PASSED if all_ready else EXIT_NOT_READY)
+
+
+def _print_findings(findings: Sequence[Finding], all_ready: bool) -> None:
+    width = max((len(f.item) for f in findings), default=0)
+    colours = {"OK": "green", "WARN": "yellow", "FAIL": "red"}
+    for finding in findings:
+        verdict = typer.style(f"{finding.verdict:<4}", fg=colours[finding.verdict], bold=True)
+        typer.echo(verdict + _for_terminal(f"  {finding.item:<{width}}  {finding.detail}"))
+        if finding.fix and not finding.ok:
+            _echo(f"      {'':<{width}}  fix: {finding.fix}")
+    failed = sum(1 for f in findings if f.required and not f.ok)
+    typer.echo(
+        "\nready: every required item is OK"
+        if all_ready
+        else f"\nnot ready: {failed} required item(s) failed"
+    )
 
 
 @plugins_app.command("list")

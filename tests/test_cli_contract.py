@@ -288,3 +288,22 @@ def test_test_output_cannot_rewrite_the_summary_on_a_terminal(
     assert "\x1b[30A" not in text
     assert "\x1b]0;" not in text
     assert "\\x1b[30A\\x1b[2Kx\\x1b]0;pwned\\x07\\rtests passed" in text
+
+
+def test_stdout_that_cannot_be_written_is_one_message_not_a_traceback(
+    agent_env: dict[str, str], write_plan: Callable[..., Path]
+) -> None:
+    plan = write_plan({"files": [{"path": "calculator.py", "content": "x = 1\n"}]})
+    with open("/dev/full", "w") as full:  # every write fails: "No space left on device"
+        done = subprocess.run(
+            [str(AGENT), "run", "--plan", str(plan), "--json"],
+            env=agent_env,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+
+    assert done.returncode == 70
+    assert "No space left on device" in done.stderr
+    assert "Traceback" not in done.stderr
