@@ -70,7 +70,7 @@ def test_model_that_does_not_fix_add_exits_1(provider: FakeProvider, run_agent: 
 
 
 def test_request_carries_prompt_and_seed_files_and_key_only_in_header(
-    provider: FakeProvider, run_agent: RunAgent
+    provider: FakeProvider, run_agent: RunAgent, agent_env: dict[str, str]
 ) -> None:
     provider.reply_plan(("calculator.py", FIXED_CALCULATOR))
 
@@ -97,6 +97,21 @@ def test_request_carries_prompt_and_seed_files_and_key_only_in_header(
     assert "assertEqual(add(2, 3), 5)" in seed_files["check_calculator.py"]["content"]
     assert API_KEY not in request.body.decode()
     assert API_KEY not in request.path
+    # Nothing of the host: no path, no other variable, no extra header.
+    sent = request.body.decode()
+    host = [str(calculator_seed().root), str(Path.home()), str(Path.cwd())]
+    host += [agent_env["TMPDIR"], agent_env["XDG_STATE_HOME"]]
+    assert [text for text in host if text in sent] == []
+    assert {name.lower() for name in request.headers} == {
+        "host",
+        "accept",
+        "accept-encoding",
+        "connection",
+        "user-agent",
+        "content-type",
+        "content-length",
+        "authorization",
+    }
 
 
 def test_default_prompt_is_the_seeds(provider: FakeProvider, run_agent: RunAgent) -> None:
