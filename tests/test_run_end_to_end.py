@@ -287,6 +287,7 @@ def test_refused_key_is_reported_without_showing_it(
         ({"CODING_AGENT_BASE_URL": "https://xn--/v1"}, "cannot be used"),
         ({"CODING_AGENT_BASE_URL": "https://a..b/v1"}, "cannot be looked up"),
         ({"CODING_AGENT_API_KEY": "key\nwith-a-newline"}, "cannot be sent in an HTTP header"),
+        ({"CODING_AGENT_BASE_URL": f"https://example.com/{'a' * 100_000}/v1"}, "at most 2,000"),
     ],
     ids=[
         "no-model",
@@ -303,6 +304,7 @@ def test_refused_key_is_reported_without_showing_it(
         "url-bad-idna",
         "url-empty-label",
         "key-newline",
+        "url-huge",
     ],
 )
 def test_bad_configuration_exits_2_naming_the_problem(

@@ -19,6 +19,8 @@ API_KEY_ENV = "CODING_AGENT_API_KEY"
 PROVIDER_SECRET_NAMES = (BASE_URL_ENV, MODEL_ENV, API_KEY_ENV)
 
 MAX_MODEL_CHARS = 160
+#: Far above any real base URL; a longer value is a mistake and would flood every message.
+MAX_BASE_URL_CHARS = 2_000
 #: C0 and C1 control characters: kept out of the model name and out of quoted provider text.
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -49,6 +51,11 @@ def is_loopback(host: str) -> bool:
 def check_base_url(url: str) -> str:
     """Return ``url`` if it is a usable provider base URL; raise :class:`ConfigurationError`."""
     problem = f"{BASE_URL_ENV} must be an https URL ending in /v1"
+    if len(url) > MAX_BASE_URL_CHARS:
+        raise ConfigurationError(
+            f"{BASE_URL_ENV} is {len(url):,} characters long; a base URL has at most "
+            f"{MAX_BASE_URL_CHARS:,}"
+        )
     if any(c.isspace() for c in url) or CONTROL.search(url):
         raise ConfigurationError(
             f"{BASE_URL_ENV} contains spaces or control characters (got {url!r})"
