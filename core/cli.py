@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import signal
 import sys
@@ -185,7 +186,42 @@ def _print_json(value: object, indent: int | None = None) -> None:
         text.encode("utf-8")
     except UnicodeEncodeError:
         text = json.dumps(value, indent=indent, ensure_ascii=True)
-    typer.echo(text)
+    typer.echo(text, file=_json_stdout[-1] if _json_stdout else None)
+
+
+#: The real stdout while a ``--json`` command works with file descriptor 1 on stderr.
+_json_stdout: list[TextIO] = []
+
+
+@contextmanager
+def _stdout_for_json_only(as_json: bool) -> Iterator[None]:
+    """With ``--json``, let nothing but the JSON reach stdout.
+
+    While the command works, file descriptor 1 points at stderr, so whatever a
+    plugin prints, or a process it starts, lands there; the JSON is written to
+    the real stdout, kept aside.
+    """
+    if not as_json:
+        yield
+        return
+    sys.stdout.flush()
+    try:
+        kept = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no stdout or no stderr to begin with: nothing to keep apart
+        yield
+        return
+    stream = os.fdopen(kept, "w", encoding="utf-8")
+    _json_stdout.append(stream)
+    try:
+        yield
+    finally:
+        _json_stdout.pop()
+        with contextlib.suppress(OSError):
+            sys.stdout.flush()
+        os.dup2(kept, 1)
+        with contextlib.suppress(OSError):  # a full disk was reported already
+            stream.close()
 
 
 def _show_warning(
@@ -233,18 +269,19 @@ def _reporting(as_json: bool, debug: bool) -> Iterator[None]:
     adds the traceback on stderr and changes nothing else, exit code included.
     """
     debug = debug or _state["debug"]
-    try:
-        yield
-    except (typer.Exit, typer.Abort, BrokenPipeError):
-        raise  # typer ends a command whose reader went away (`agent ... | head`) quietly
-    except KeyboardInterrupt:
-        _fail(Interrupted(_INTERRUPTED), as_json)
-    except AgentError as error:
-        _fail(error, as_json, show_traceback=error if debug else None)
-    except Exception as error:
-        hint = "" if debug else " (rerun with --debug for details)"
-        internal = AgentError(f"{type(error).__name__}: {error}{hint}")
-        _fail(internal, as_json, show_traceback=error if debug else None)
+    with _stdout_for_json_only(as_json):
+        try:
+            yield
+        except (typer.Exit, typer.Abort, BrokenPipeError):
+            raise  # typer ends a command whose reader went away (`agent ... | head`) quietly
+        except KeyboardInterrupt:
+            _fail(Interrupted(_INTERRUPTED), as_json)
+        except AgentError as error:
+            _fail(error, as_json, show_traceback=error if debug else None)
+        except Exception as error:
+            hint = "" if debug else " (rerun with --debug for details)"
+            internal = AgentError(f"{type(error).__name__}: {error}{hint}")
+            _fail(internal, as_json, show_traceback=error if debug else None)
 
 
 def _fail(

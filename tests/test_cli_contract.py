@@ -131,7 +131,8 @@ def test_ctrl_c_while_planning_with_json_is_one_error_object_and_exit_130(
 
 @pytest.fixture
 def crashing_plugins(tmp_path: Path) -> dict[str, str]:
-    """A site folder with a runner that crashes and a plugin that cannot be imported.
+    """A site folder with a runner that crashes, a plugin that cannot be imported and one
+    that prints (itself, and through a process it starts).
 
     Plain ``.dist-info`` folders are enough for ``importlib.metadata`` to find their
     entry points on ``PYTHONPATH``; no installer needed.
@@ -157,9 +158,13 @@ def crashing_plugins(tmp_path: Path) -> dict[str, str]:
         )
     )
     (site / "unimportable_plugin.py").write_text("import a_module_that_is_not_installed\n")
+    (site / "chatty_plugin.py").write_text(
+        "import os\nprint('chatty plugin imported')\nos.system('echo chatty subprocess')\n"
+    )
     for distribution, entry_points in {
         "crashing_runner": "crashing = crashing_runner",
         "unimportable_plugin": "unimportable = unimportable_plugin",
+        "chatty_plugin": "chatty = chatty_plugin",
     }.items():
         info = site / f"{distribution}-0.1.0.dist-info"
         info.mkdir()
@@ -186,6 +191,22 @@ def test_internal_error_is_exit_70_with_one_error_object_and_no_traceback(
     assert "--debug" in run.stderr
     assert "Traceback" not in run.stderr
     # The broken plugin is a warning on stderr; stdout stayed one JSON object.
+    assert "warning: plugin 'unimportable'" in run.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["seeds", "list", "--json"], ["plugins", "list", "--json"], ["validate", "--json", "x.json"]],
+    ids=["seeds", "plugins", "validate"],
+)
+def test_what_plugins_print_goes_to_stderr_with_json(
+    run_agent: RunAgent, crashing_plugins: dict[str, str], args: list[str]
+) -> None:
+    run = run_agent(*args, env=crashing_plugins)
+
+    json.loads(run.stdout)  # one JSON value (a line for validate), nothing else
+    assert "chatty plugin imported" in run.stderr
+    assert "chatty subprocess" in run.stderr
     assert "warning: plugin 'unimportable'" in run.stderr
 
 
