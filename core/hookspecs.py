@@ -1,19 +1,23 @@
-"""The hooks a plugin implements; the contract every extension author codes against.
+"""The hooks a plugin implements: the contract every extension author codes against.
 
-A plugin is a module (or object) with functions named after these hooks,
-decorated with :data:`hookimpl`. Third-party plugins are found through the
-``sandboxed_coding_agent`` entry-point group (the entry point's name is the
-plugin's name); the built-in ones use the very same hooks. Each hook receives
-a ``register`` callback; call it once for every thing the plugin adds. The
-hooks are called once per process, the first time the agent needs the things
-they register.
+A plugin is a module with functions named after these hooks, each marked with
+:data:`hookimpl`; it implements only the hooks it needs. Third-party plugins
+are found through the ``sandboxed_coding_agent`` entry-point group of any
+installed distribution (the entry point's name is the plugin's name, its value
+the module); the built-in ones use the very same hooks.
 
-Names are first come, first served, and the built-in plugins come first: a
-plugin cannot replace the patch contract or a built-in seed by registering the
-same name. A plugin that fails to import, implements a hook under a wrong name
-or with wrong arguments, or raises in a hook is reported in one line naming it
-and its distribution, and left out; the rest of the agent keeps working.
-``agent plugins list`` shows every plugin, and ``--disable-plugin NAME`` or
+Every hook receives a ``register`` callback: call it once for each thing the
+plugin adds, and return nothing. Every ``agent`` command except ``agent logs``
+and ``--help`` imports every plugin and calls each hook once, the built-in
+plugins first. Names are first come, first served: a plugin cannot replace
+the patch contract or a built-in seed by registering the same name.
+
+A plugin that fails to import, implements a hook under a wrong name or with
+other arguments, defines a hook without :data:`hookimpl`, raises in a hook, or
+registers something that does not fit, is reported in one line naming it and
+its distribution, and left out (wholly, or that one thing); the rest of the
+agent keeps working. ``agent plugins list`` shows every plugin and its
+problem, and ``--disable-plugin NAME`` or
 ``SANDBOXED_CODING_AGENT_DISABLE_PLUGINS=name,...`` runs without one.
 """
 
@@ -38,25 +42,38 @@ __all__ = [
 
 hookspec = pluggy.HookspecMarker("sandboxed_coding_agent")
 hookimpl = pluggy.HookimplMarker("sandboxed_coding_agent")
+"""Marks a plugin's function as the implementation of the hook of the same name.
+
+Use it bare (``@hookimpl``). A function without it is never called (the agent
+warns about one named like a hook).
+"""
 
 
 @hookspec
 def register_seeds(register: Callable[[SeedProject], None]) -> None:
     """Add seed projects that ``agent run --seed NAME`` can select.
 
-    A seed shipped as a folder with a ``seed.toml`` (package data of the
-    plugin) is read with :func:`sandboxed_coding_agent.core.manifest.load_seed`.
+    Called once per command, when the plugins are loaded. A seed shipped as a
+    folder with a ``seed.toml`` (package data of the plugin) is read with
+    :func:`~sandboxed_coding_agent.core.manifest.load_seed`; a seed can also
+    be built directly as a :class:`~sandboxed_coding_agent.core.model.SeedProject`::
 
-    :param register: call with each :class:`~sandboxed_coding_agent.core.model.SeedProject`.
-    """
+        from pathlib import Path
+
+        from sandboxed_coding_agent.core.hookspecs import hookimpl
+        from sandboxed_coding_agent.core.manifest import load_seed
 
 
-@hookspec
-def register_planners(register: Callable[[Planner], None]) -> None:
-    """Add planner backends that ``agent run --planner NAME`` can select.
+        @hookimpl
+        def register_seeds(register):
+            register(load_seed(Path(__file__).parent / "seeds" / "roman"))
 
-    :param register: call with each object satisfying
-        :class:`~sandboxed_coding_agent.core.protocols.Planner`.
+    The seed is listed by ``agent seeds list`` with the plugin and its
+    distribution as its source.
+
+    :param register: call once with each
+        :class:`~sandboxed_coding_agent.core.model.SeedProject`; a seed whose
+        name is taken is left out with a warning.
     """
 
 
@@ -64,14 +81,38 @@ def register_planners(register: Callable[[Planner], None]) -> None:
 def register_policies(register: Callable[[PatchPolicy], None]) -> None:
     """Add patch policies: rules a plan must keep before it reaches a sandbox.
 
-    Each policy's ``activation`` says whether it runs always, unless switched
-    off (``--no-policy NAME``), or only when switched on (a seed's
-    ``[policies.NAME]`` table, or ``--policy NAME``); its ``configure`` receives
-    the parameters a seed gives it. Every active policy checks every plan, and
-    all their reasons are reported together.
+    Called once per command, when the plugins are loaded; each policy's
+    :meth:`~sandboxed_coding_agent.core.protocols.PatchPolicy.check` is called
+    later, for every plan of a run where the policy is active (its
+    ``activation``, the seed's ``[policies.NAME]`` tables and the user's
+    ``--policy`` / ``--no-policy`` decide)::
 
-    :param register: call with each object satisfying
-        :class:`~sandboxed_coding_agent.core.protocols.PatchPolicy`.
+        from sandboxed_coding_agent.core.hookspecs import hookimpl
+
+        from .small_diff import SmallDiff
+
+
+        @hookimpl
+        def register_policies(register):
+            register(SmallDiff())
+
+    :param register: call once with each object that has the members of
+        :class:`~sandboxed_coding_agent.core.protocols.PatchPolicy` (an
+        instance, not the class); an object that lacks one, or whose name is
+        taken, is left out with a warning.
+    """
+
+
+@hookspec
+def register_planners(register: Callable[[Planner], None]) -> None:
+    """Add planners that ``agent run --planner NAME`` can select.
+
+    Called once per command, when the plugins are loaded; the selected
+    planner's :meth:`~sandboxed_coding_agent.core.protocols.Planner.plan` is
+    called once per ``agent run`` that has no ``--plan FILE``.
+
+    :param register: call once with each object that has the members of
+        :class:`~sandboxed_coding_agent.core.protocols.Planner`.
     """
 
 
@@ -79,7 +120,11 @@ def register_policies(register: Callable[[PatchPolicy], None]) -> None:
 def register_runners(register: Callable[[Runner], None]) -> None:
     """Add test runners (sandboxes) that ``agent run --runner NAME`` can select.
 
-    :param register: call with each object satisfying
+    Called once per command, when the plugins are loaded; the selected
+    runner's :meth:`~sandboxed_coding_agent.core.protocols.Runner.run_test` is
+    called once per ``agent run`` whose plan every policy accepted.
+
+    :param register: call once with each object that has the members of
         :class:`~sandboxed_coding_agent.core.protocols.Runner`.
     """
 
@@ -88,15 +133,16 @@ def register_runners(register: Callable[[Runner], None]) -> None:
 def register_checks(register: Callable[[Check], None]) -> None:
     """Add checks that ``agent doctor`` runs, for what the plugin needs on this machine.
 
-    The checks run only in ``agent doctor``; each tries what it checks for real
-    and reports one :class:`~sandboxed_coding_agent.core.model.Finding` per
-    item, OK or with its fix. For example, a plugin for a cloud backend checks
-    that its client imports and its credentials are set (never printing them)::
+    Called once per command, when the plugins are loaded; only ``agent doctor``
+    runs the checks. Each tries what it checks for real and reports one
+    :class:`~sandboxed_coding_agent.core.model.Finding` per item, OK or with its
+    fix. For example, a plugin for a cloud backend checks that its client
+    imports and its credentials are set (never printing them)::
 
         @hookimpl
         def register_checks(register):
             register(CloudCredentials())
 
-    :param register: call with each object satisfying
+    :param register: call once with each object that has the members of
         :class:`~sandboxed_coding_agent.core.protocols.Check`.
     """

@@ -52,7 +52,10 @@ class PatchFile:
 
 @attrs.frozen
 class PatchPlan:
-    """What a planner proposes: whole-file replacements, never a partial edit."""
+    """What a planner proposes: whole-file replacements, never a partial edit.
+
+    :ivar files: the replacements, in the plan's order (a list is turned into a tuple).
+    """
 
     files: tuple[PatchFile, ...] = attrs.field(
         converter=tuple,
@@ -61,6 +64,7 @@ class PatchPlan:
 
     @property
     def paths(self) -> tuple[str, ...]:
+        """The path of each file, in order."""
         return tuple(f.path for f in self.files)
 
 
@@ -232,7 +236,11 @@ class PlanRequest:
 
 @attrs.frozen
 class TokenUsage:
-    """Tokens the provider reports for one call."""
+    """Tokens the provider reports for one call.
+
+    :ivar prompt_tokens: tokens of the request, when reported.
+    :ivar completion_tokens: tokens of the answer, when reported.
+    """
 
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -309,6 +317,7 @@ class SandboxOutcome:
 
     @property
     def tests_passed(self) -> bool:
+        """Exit code 0, in time, and no limit hit."""
         return self.exit_code == 0 and not self.timed_out and self.limit_hit is None
 
 

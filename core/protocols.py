@@ -1,7 +1,15 @@
-"""What a plugin's planner, policy, runner and check objects look like.
+"""What the planners, policies, runners and checks a plugin registers must provide.
 
-These are structural types: any object with these attributes and methods
-works; there is nothing to inherit from.
+These are structural types: any object with these members works, and there is
+nothing to inherit from. A small :func:`attrs.frozen` class is the usual
+choice: its fields give ``name`` and ``description``, and a policy's
+parameters become fields that ``configure`` replaces with :func:`attrs.evolve`.
+The package is typed (it ships ``py.typed``), so a type checker tells you when
+an object does not fit.
+
+The agent checks every object as it is registered: one that lacks a member,
+a policy whose ``activation`` is not one of the three, or a class registered
+instead of an instance, is left out with a warning naming the plugin.
 """
 
 from __future__ import annotations
@@ -22,120 +30,228 @@ from .model import (
 
 
 @runtime_checkable
-class Planner(Protocol):
-    """Asks a model (or anything else) for a plan.
+class PatchPolicy(Protocol):
+    """Decides whether a plan may reach a sandbox.
 
-    ``plan`` must give every call a new planner task ID, put it in the result
-    and in every :class:`~sandboxed_coding_agent.core.errors.ProviderError` it
-    raises, and check its plan with
-    :func:`sandboxed_coding_agent.core.contract.validate_plan` before returning.
-    It may do its work in another process or on another machine: the request
-    and the result are plain data.
+    Registered with :func:`~sandboxed_coding_agent.core.hookspecs.register_policies`.
+    Every active policy checks every plan, after the patch contract has checked
+    its shape, and all their reasons are reported together; a rejected plan
+    never reaches a sandbox and the command exits with status 4. The policies
+    that apply to a run are the ``always`` ones, the ``on`` ones unless the user
+    passes ``--no-policy NAME``, and the ``off`` ones that the seed (its
+    ``[policies.NAME]`` table) or the user (``--policy NAME``) switches on; the
+    user's ``--no-policy NAME`` wins over the seed.
     """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """How users and seeds refer to the policy (``--policy NAME``,
+        ``[policies.NAME]``), and the ``policy`` of its rejections.
+
+        By convention lower case words joined by ``-``, such as ``no-todo``. A name another
+        plugin registered first is refused (built-in plugins register first).
+        """
+        ...
 
     @property
-    def description(self) -> str: ...
+    def description(self) -> str:
+        """One line for ``agent policies list``: what the policy rejects."""
+        ...
 
-    def plan(self, request: PlanRequest) -> PlannerResult: ...
+    @property
+    def activation(self) -> str:
+        """When the policy runs: ``"always"``, ``"on"`` or ``"off"``.
+
+        * ``"always"``: on every plan, and nobody can switch it off (the patch contract).
+        * ``"on"``: unless the user passes ``--no-policy NAME``.
+        * ``"off"``: only when a seed's ``[policies.NAME]`` table or the user's
+          ``--policy NAME`` switches it on.
+
+        Prefer ``"off"`` for a rule that encodes one team's taste, so that
+        installing your plugin does not change every other seed's runs.
+        """
+        ...
+
+    def configure(self, parameters: Mapping[str, Any]) -> PatchPolicy:
+        """Return the policy to use for a seed that gives it parameters.
+
+        Called for each active policy whose seed gives it parameters, before
+        any plan is checked, and whenever a folder's ``seed.toml`` is read, to
+        check them there with their line; never called without parameters. Leave ``self`` as it
+        is and return a new object, for example with :func:`attrs.evolve`.
+
+        :param parameters: the keys of the seed's ``[policies.NAME]`` table, as
+            TOML gives them (``str``, ``int``, ``float``, ``bool``, lists, tables).
+        :returns: the configured policy: an object with these same members.
+        :raises ValueError: (or :class:`TypeError`) naming the parameter that is
+            unknown or wrong; the user sees the message, after the seed's name
+            and the line of its table. A policy without parameters raises it
+            for any.
+        """
+        ...
+
+    def check(self, plan: PatchPlan, seed: SeedProject) -> Iterable[Rejection]:
+        """Give one rejection for each reason to refuse ``plan``; none to accept it.
+
+        Return a list (an empty one accepts the plan) or yield each
+        :class:`~sandboxed_coding_agent.core.errors.Rejection`. Give them
+        ``policy=self.name``, a short, stable ``rule`` (users search for it),
+        a ``message`` for a person, and the ``path`` of the file concerned
+        (``None`` for the whole plan). Change nothing and do not raise for a
+        bad plan: a bad plan is a rejection. A ``check`` that raises, or
+        answers with anything but rejections (``None``, a string, a single
+        Rejection), rejects the plan with rule ``policy-failed`` and a message
+        saying what went wrong, so that a broken policy never lets a plan through.
+
+        :param plan: the plan, already in the contract's shape: 1 to
+            ``seed.limits.max_files`` files, each an editable path of the seed
+            with its whole new text.
+        :param seed: the seed the plan is for; :meth:`SeedProject.read_files`
+            gives the files as they are now, for a diff.
+        """
+        ...
 
 
 @runtime_checkable
-class PatchPolicy(Protocol):
-    """Decides whether a plan may be tested.
+class Planner(Protocol):
+    """Makes a plan for a seed: usually by asking a model, but anything that returns one will do.
 
-    ``check`` returns (or yields) one :class:`Rejection` per reason to refuse
-    the plan and nothing if the plan is acceptable. Every active policy is
-    asked, and all their reasons are reported together. It must not change
-    anything, and must not raise for a bad plan: a bad plan is a rejection
-    (a policy that raises rejects the plan with rule ``policy-failed``).
-    Give your rejections ``policy=self.name`` and a short, stable ``rule``.
-
-    ``activation`` says when the policy runs:
-
-    * ``"always"``: on every plan; nobody can switch it off (the patch contract).
-    * ``"on"``: unless the user passes ``--no-policy NAME``.
-    * ``"off"``: only when the seed switches it on (its ``policies``, in
-      ``seed.toml`` a ``[policies.NAME]`` table) or the user passes ``--policy NAME``.
-
-    A user's ``--no-policy NAME`` also wins over a seed that switches the policy on.
-
-    ``configure`` receives the parameters a seed gives the policy (the keys of
-    its ``[policies.NAME]`` table, as TOML values) and returns the policy to use
-    for that seed; the registered object itself is left as it is. It is called
-    only when there are parameters, before any plan is checked. Raise
-    :class:`ValueError` or :class:`TypeError` naming the bad parameter and the
-    user sees your message; a policy with no parameters simply raises.
+    Registered with :func:`~sandboxed_coding_agent.core.hookspecs.register_planners`
+    and selected with ``agent run --planner NAME`` (the default is the built-in
+    ``openai``); ``agent run --plan FILE`` uses no planner at all. The request
+    and the result are plain data, so a planner may do its work in another
+    process or on another machine.
     """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """How ``agent run --planner NAME`` selects it; also the ``planner`` of its results."""
+        ...
 
     @property
-    def description(self) -> str: ...
+    def description(self) -> str:
+        """One line for ``agent plugins list``: what the planner asks, and what it needs."""
+        ...
 
-    @property
-    def activation(self) -> str: ...
+    def plan(self, request: PlanRequest) -> PlannerResult:
+        """Make one plan for ``request``.
 
-    def configure(self, parameters: Mapping[str, Any]) -> PatchPolicy: ...
+        Called once per ``agent run`` without ``--plan``, before any policy or
+        sandbox. Give every call a new planner task ID (up to 128 letters,
+        digits, ``-`` and ``_``, such as ``"replay-" + secrets.token_hex(8)``),
+        and put it in the result and in every error you raise, so that a user
+        can find the call in your logs. Check the plan with
+        :func:`~sandboxed_coding_agent.core.contract.validate_plan` before
+        returning it (the agent checks it again anyway).
 
-    def check(self, plan: PatchPlan, seed: SeedProject) -> Iterable[Rejection]: ...
+        :param request: the instruction, every seed file, the editable paths and
+            the limits; everything the planner may show a model.
+        :returns: the plan with the task ID and, when known, the model, the
+            provider's response ID, the token usage and the call's duration.
+        :raises ConfigurationError: a setting it needs (an environment
+            variable, say) is missing or invalid; the command exits 2.
+        :raises ProviderError: for anything else that keeps it from making a
+            plan (unreachable, refused, a malformed answer), with
+            ``planner_task_id``; the command exits 3 and creates no sandbox.
+        :raises PlanRejected: from
+            :func:`~sandboxed_coding_agent.core.contract.validate_plan`, when the
+            plan breaks the contract; the command exits 4. Any other exception
+            is reported as an internal error (exit 70).
+        """
+        ...
 
 
 @runtime_checkable
 class Runner(Protocol):
-    """Runs a seed's test on patched files in a sandbox, and terminates the sandbox.
+    """Runs a seed's test on the patched files in a sandbox, and terminates the sandbox.
 
-    ``run_test`` must create a new sandbox holding only ``job.files``, run
-    ``job.test_command`` in it within ``job.timeout_seconds``, and terminate
-    the sandbox before returning or raising, whatever happened. A test that
-    fails or times out is a normal outcome; a sandbox that cannot be created
-    or fails for its own reasons raises
-    :class:`~sandboxed_coding_agent.core.errors.SandboxError` with its ID.
+    Registered with :func:`~sandboxed_coding_agent.core.hookspecs.register_runners`
+    and selected with ``agent run --runner NAME`` (the default is the built-in
+    ``local``, a bubblewrap sandbox). The job and the outcome are plain data, so
+    the sandbox may be on another machine.
     """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """How ``agent run --runner NAME`` selects it; also the ``runner`` of its outcomes."""
+        ...
 
     @property
-    def description(self) -> str: ...
+    def description(self) -> str:
+        """One line for ``agent plugins list``: where and how it runs the test."""
+        ...
 
-    def run_test(self, job: SandboxJob) -> SandboxOutcome: ...
+    def run_test(self, job: SandboxJob) -> SandboxOutcome:
+        """Test ``job`` in a new sandbox, and terminate the sandbox whatever happens.
+
+        Called once per ``agent run``, after every policy accepted the plan.
+        Create a sandbox holding only ``job.files`` (no secrets, no network),
+        run ``job.test_command`` in the folder holding them, within
+        ``job.limits`` (``test_timeout_seconds``, the output bounds and the
+        resource limits your sandbox can enforce), and terminate the sandbox
+        before returning or raising, also on ``KeyboardInterrupt``. Give each
+        sandbox a new ID.
+
+        :param job: the files with the replacement applied, the test command,
+            the limits and the runtime the test needs.
+        :returns: the outcome: a test that fails, times out or hits a limit is
+            a normal outcome (``exit_code``, ``timed_out``, ``limit_hit``), not an error.
+        :raises SandboxError: with ``sandbox_id``, when the sandbox cannot be
+            created or fails for its own reasons; the command exits 5.
+        """
+        ...
 
 
 @runtime_checkable
 class PreparingRunner(Protocol):
     """A runner that also has slow, one-time work to do before a sandbox starts.
 
-    If a runner has ``prepare``, the orchestrator calls it before ``run_test``,
-    outside any sandbox, with the run's ``progress`` callback (one line of text
-    per call), for work such as building ``job.runtime`` with network access.
-    ``run_test`` must still work without it (preparing then, silently). It
-    raises :class:`~sandboxed_coding_agent.core.errors.SandboxError` when the
-    preparation fails.
+    A runner that has ``prepare`` is a preparing runner; there is nothing to
+    register separately.
     """
 
-    def prepare(self, job: SandboxJob, progress: Callable[[str], None]) -> None: ...
+    def prepare(self, job: SandboxJob, progress: Callable[[str], None]) -> None:
+        """Do the slow work ``job`` needs before ``run_test``, outside any sandbox.
+
+        Called just before ``run_test``, for work such as building
+        ``job.runtime`` with network access. ``run_test`` must still work
+        without it (preparing then, silently).
+
+        :param job: the job about to be tested.
+        :param progress: call with one line of text at a time, to tell the user
+            what takes long (it goes to stderr).
+        :raises SandboxError: when the preparation fails.
+        """
+        ...
 
 
 @runtime_checkable
 class Check(Protocol):
     """Checks, for ``agent doctor``, something a plugin needs on this machine.
 
-    ``run`` returns (or yields) one
-    :class:`~sandboxed_coding_agent.core.model.Finding` per item it checks: OK,
-    or what is wrong and the fix. It should try the thing for real (start a
-    process, import a module) rather than guess, take a few seconds at most,
-    never show a secret, and not raise for a problem it finds: a problem is a
-    finding (a check that raises becomes a failed item naming its plugin).
+    Registered with :func:`~sandboxed_coding_agent.core.hookspecs.register_checks`.
     """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """Names the check, unique among all plugins' checks."""
+        ...
 
     @property
-    def description(self) -> str: ...
+    def description(self) -> str:
+        """One line: what it checks."""
+        ...
 
-    def run(self) -> Iterable[Finding]: ...
+    def run(self) -> Iterable[Finding]:
+        """Check, for real, and report one finding per item checked.
+
+        Called only by ``agent doctor``. Try the thing (start a process,
+        import a module) rather than guess, take a few seconds at most, never
+        show a secret, and do not raise for a problem you find: a problem is a
+        :class:`~sandboxed_coding_agent.core.model.Finding` with ``ok=False``
+        and its ``fix`` (a check that raises becomes a failed item naming its
+        plugin).
+
+        :returns: (or yields) the findings, OK or not.
+        """
+        ...

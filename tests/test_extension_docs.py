@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
 from pathlib import Path
+from types import ModuleType
 
 import pytest
+
+from sandboxed_coding_agent.core import orchestrator
+from sandboxed_coding_agent.core.errors import ConfigurationError, PlanRejected, ProviderError
+from sandboxed_coding_agent.core.plugins import PluginHost
 
 PROJECT = Path(__file__).resolve().parents[1]
 GUIDE = PROJECT / "docs" / "writing-plugins.md"
@@ -35,7 +42,92 @@ def test_guide_listing_is_the_real_file(path: str, text: str) -> None:
     assert (PROJECT / path).read_text() == text
 
 
+EXCERPT = re.compile(r"<!-- excerpt: (?P<path>\S+) -->\n```\w*\n(?P<text>.*?)```\n", re.S)
+
+
+def excerpts() -> list[tuple[str, str, str]]:
+    return [
+        (str(page.relative_to(PROJECT)), m["path"], m["text"])
+        for page in sorted((PROJECT / "docs").rglob("*.md"))
+        for m in EXCERPT.finditer(page.read_text())
+    ]
+
+
+def test_docs_excerpts_are_lines_of_the_real_file_in_order() -> None:
+    assert excerpts()
+    for page, path, text in excerpts():
+        remaining = (PROJECT / path).read_text().splitlines()
+        for line in filter(None, text.splitlines()):
+            assert line in remaining, (page, path, line)
+            remaining = remaining[remaining.index(line) + 1 :]
+
+
 def test_readme_points_to_the_guides() -> None:
     readme = (PROJECT / "README.md").read_text()
     assert "docs/writing-plugins.md" in readme
     assert "docs/seed-manifest.md" in readme
+
+
+def guide_example(name: str, tmp_path: Path) -> ModuleType:
+    """The listing after ``<!-- example: NAME -->`` in the guide, imported as a module."""
+    (code,) = re.findall(
+        rf"<!-- example: {name} -->\n```python\n(.*?)```\n", GUIDE.read_text(), re.S
+    )
+    path = tmp_path / f"{name}_example.py"
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_guide_planner_replays_a_plan_through_the_host_and_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = PluginHost(entry_points=False, plugins={"replay": guide_example("planner", tmp_path)})
+    assert host.problems == []
+    planner = host.planner("replay")
+    seed = host.seed("calculator")
+    fixed = (seed.root / "calculator.py").read_text().replace("left - right", "left + right")
+    saved = tmp_path / "fix.json"
+    saved.write_text(json.dumps({"files": [{"path": "calculator.py", "content": fixed}]}))
+    monkeypatch.setenv("AGENT_REPLAY_PLAN", str(saved))
+
+    result = orchestrator.run(
+        seed, runner=host.runner("local"), policies=host.policies_for(seed), planner=planner
+    )
+
+    assert result.tests_passed
+    assert (result.planner, result.changed_files) == ("replay", ("calculator.py",))
+    assert re.fullmatch(r"replay-[0-9a-f]{16}", result.planner_task_id or "")
+
+
+def test_guide_planner_errors_carry_their_task_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = PluginHost(entry_points=False, plugins={"replay": guide_example("planner", tmp_path)})
+    seed = host.seed("calculator")
+    request = orchestrator.plan_request(seed, "fix it", seed.read_files())
+    planner = host.planner("replay")
+    monkeypatch.delenv("AGENT_REPLAY_PLAN", raising=False)
+    with pytest.raises(ConfigurationError) as missing:
+        planner.plan(request)
+    monkeypatch.setenv("AGENT_REPLAY_PLAN", str(tmp_path / "nowhere.json"))
+    with pytest.raises(ProviderError) as unreadable:
+        planner.plan(request)
+    test_file = tmp_path / "test.json"
+    test_file.write_text(json.dumps({"files": [{"path": "check_calculator.py", "content": ""}]}))
+    monkeypatch.setenv("AGENT_REPLAY_PLAN", str(test_file))
+    with pytest.raises(PlanRejected) as rejected:
+        planner.plan(request)
+    ids = {e.value.planner_task_id for e in (missing, unreadable, rejected)}
+    assert len(ids) == 3
+    assert all(re.fullmatch(r"replay-[0-9a-f]{16}", str(i)) for i in ids)
+
+
+def test_core_is_marked_typed_so_plugin_authors_type_checkers_use_its_hints() -> None:
+    # PEP 561: without the marker, mypy treats every import from the agent as Any.
+    assert (PROJECT / "core" / "py.typed").is_file()
+    assert "py.typed" in (PROJECT / "docs" / "writing-plugins.md").read_text()

@@ -10,6 +10,8 @@ names. Everything runs the environment's own ``agent`` console script.
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -525,3 +527,49 @@ def test_in_process_example_of_the_guide_works(venv: Venv) -> None:
     code = snippet.split("```", 1)[0]
     done = subprocess.run([str(venv.python), "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def guide_transcript(section: str) -> list[tuple[list[str], int, list[str]]]:
+    """The ``$ agent ...`` commands of a guide section: argv, exit status, lines shown."""
+    guide = (PROJECT / "docs" / "writing-plugins.md").read_text()
+    text = guide.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    commands: list[tuple[list[str], int, list[str]]] = []
+    for block in re.findall(r"```console\n(.*?)```", text, re.S):
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                command, _, comment = line[2:].partition("  #")
+                status = re.search(r"exit (\d+)", comment)
+                commands.append((shlex.split(command), int(status[1]) if status else 0, []))
+            else:
+                commands[-1][2].append(line)
+    return commands
+
+
+def test_the_guides_check_it_transcript_is_what_the_commands_print(
+    agent: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    fixed = roman_source().replace(OLD_TABLE, NEW_TABLE)
+    calculator = (PROJECT / "seed_projects" / "calculator" / "calculator.py").read_text()
+    plans = {
+        "fix.json": ("roman.py", fixed),
+        "rewrite.json": ("roman.py", fixed + "# reformatted\n" * 16),
+        "calculator-rewrite.json": (
+            "calculator.py",
+            calculator.replace("left - right", "left + right") + "# note\n" * 20,
+        ),
+    }
+    for name, (path, content) in plans.items():
+        (tmp_path / name).write_text(json.dumps({"files": [{"path": path, "content": content}]}))
+    commands = guide_transcript("Check it")
+    assert len(commands) >= 7
+    for argv, status, shown in commands:
+        assert argv[0] == "agent"
+        args = [str(tmp_path / a) if a in plans else a for a in argv[1:]]
+        run = agent(*args)
+        assert run.returncode == status, (argv, run.stderr)
+        printed = (run.stdout + run.stderr).replace(str(tmp_path) + "/", "").splitlines()
+        for line in shown:
+            if line == "...":
+                continue
+            pattern = ".*".join(map(re.escape, line.split("...")))
+            assert any(re.fullmatch(pattern, out) for out in printed), (argv, line, printed)
