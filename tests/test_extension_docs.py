@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from sandboxed_coding_agent.core import orchestrator
+from sandboxed_coding_agent.core import errors, orchestrator
 from sandboxed_coding_agent.core.errors import ConfigurationError, PlanRejected, ProviderError
 from sandboxed_coding_agent.core.plugins import PluginHost
 
@@ -131,3 +131,12 @@ def test_core_is_marked_typed_so_plugin_authors_type_checkers_use_its_hints() ->
     # PEP 561: without the marker, mypy treats every import from the agent as Any.
     assert (PROJECT / "core" / "py.typed").is_file()
     assert "py.typed" in (PROJECT / "docs" / "writing-plugins.md").read_text()
+
+
+def test_exit_code_table_of_the_errors_page_is_the_one_the_cli_uses() -> None:
+    page = (PROJECT / "docs" / "reference" / "errors.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| `(\w+)` \| `?(\w+|any other exception)`? \|", page, re.M)
+    assert {kind: int(code) for code, kind, _ in rows} == errors.EXIT_CODES
+    for _, kind, raised in rows:
+        if kind != "internal":
+            assert getattr(errors, raised).kind == kind
