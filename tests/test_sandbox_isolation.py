@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import textwrap
 import threading
 import uuid
@@ -313,6 +314,72 @@ probe("agent-parent", lambda: open("/proc/{os.getppid()}/environ", "rb").read())
     assert outcome.tests_passed, outcome.output
     assert secret not in outcome.output
     assert "PROBE agent-environ: refused" in outcome.output
+
+
+#: keyctl(2) and add_key(2) on this machine; other machines skip the keyring test.
+KEY_SYSCALLS = {"x86_64": (250, 248), "aarch64": (219, 217)}
+
+READ_SESSION_KEYRING = """
+import ctypes, struct
+KEYCTL = {keyctl}
+def session_keys():
+    libc = ctypes.CDLL(None, use_errno=True)
+    ring = libc.syscall(KEYCTL, 0, ctypes.c_int(-3), 0)  # the session keyring's ID, not created
+    if ring < 0:
+        raise OSError(ctypes.get_errno(), "no session keyring")
+    buffer = ctypes.create_string_buffer(4096)
+    size = libc.syscall(KEYCTL, 11, ring, buffer, 4096)  # KEYCTL_READ on a keyring: its keys
+    if size < 0:
+        raise OSError(ctypes.get_errno(), "the session keyring cannot be read")
+    payloads = []
+    for key in struct.unpack(f"{{size // 4}}i", buffer.raw[:size]):
+        length = libc.syscall(KEYCTL, 11, key, buffer, 4096)
+        payloads.append(buffer.raw[:length] if length >= 0 else ctypes.get_errno())
+    return payloads
+probe("keyring", session_keys)
+"""
+
+JOIN_KEYRING_THEN_EXEC = """
+import ctypes, os, sys
+keyctl, add_key = int(sys.argv[1]), int(sys.argv[2])
+secret = sys.argv[3].encode()
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.syscall(keyctl, 1, b"caller-session") >= 0, ctypes.get_errno()
+assert libc.syscall(add_key, b"user", b"token", secret, len(secret), ctypes.c_int(-3)) >= 0
+os.execv(sys.argv[4], sys.argv[4:])
+"""
+
+
+def test_patch_cannot_read_the_callers_session_keyring(
+    agent_env: dict[str, str], write_plan: Callable[..., Path]
+) -> None:
+    # A login session keeps tokens in its session keyring, which every child inherits,
+    # across namespaces too: an agent started there must not hand it to the patch.
+    machine = os.uname().machine
+    if machine not in KEY_SYSCALLS:
+        pytest.skip(f"keyring system call numbers unknown on {machine}")
+    keyctl, add_key = KEY_SYSCALLS[machine]
+    secret = marker()
+    body = READ_SESSION_KEYRING.format(keyctl=keyctl)
+    plan = write_plan({"files": [{"path": "calculator.py", "content": hostile(body)}]})
+
+    done = subprocess.run(
+        [
+            *(sys.executable, "-c", JOIN_KEYRING_THEN_EXEC, str(keyctl), str(add_key), secret),
+            *(str(AGENT), "run", "--plan", str(plan), "--json"),
+        ],
+        env=agent_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert secret not in done.stdout + done.stderr
+    assert probe_line(str(eval_json(done.stdout)["test_output"]), "keyring") == (
+        "PROBE keyring: succeeded []"
+    )
 
 
 @pytest.fixture
