@@ -7,7 +7,10 @@ a copy with the replacement applied.
 from __future__ import annotations
 
 import difflib
+import inspect
+import traceback
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 
 import attrs
 
@@ -42,7 +45,7 @@ def check_plan(
         try:
             found, problem = _rejections_in(policy.check(plan, seed))
         except Exception as error:
-            found, problem = [], f"{type(error).__name__}: {error}"
+            found, problem = [], f"{type(error).__name__}: {error}{_raised_at(error, policy)}"
         if problem is not None:
             found = [
                 Rejection(
@@ -71,6 +74,23 @@ def _rejections_in(answer: object) -> tuple[list[Rejection], str | None]:
         if not isinstance(item, Rejection):
             return [], f"check() gave {type(item).__name__} {_short(item)}, not a Rejection"
     return found, None
+
+
+def _raised_at(error: Exception, policy: object) -> str:
+    """`` (at FILE line N)``: where in the policy's own module ``error`` came from.
+
+    The rejection is all its author gets (no traceback reaches the terminal), so
+    it names the line, in the policy's file rather than in a library it called.
+    """
+    frames = traceback.extract_tb(error.__traceback__)
+    try:
+        own = inspect.getsourcefile(type(policy))
+    except TypeError:  # a class defined without a file (built in C, or in a REPL)
+        own = None
+    mine = [frame for frame in frames if own and frame.filename == own] or frames[-1:]
+    if not mine:
+        return ""
+    return f" (at {Path(mine[-1].filename).name} line {mine[-1].lineno})"
 
 
 def _short(value: object) -> str:

@@ -101,7 +101,8 @@ class PatchPolicy(Protocol):
         bad plan: a bad plan is a rejection. A ``check`` that raises, or
         answers with anything but rejections (``None``, a string, a single
         Rejection), rejects the plan with rule ``policy-failed`` and a message
-        saying what went wrong, so that a broken policy never lets a plan through.
+        saying what went wrong (for an exception, with the line of your file it
+        came from), so that a broken policy never lets a plan through.
 
         :param plan: the plan, already in the contract's shape: 1 to
             ``seed.limits.max_files`` files, each an editable path of the seed

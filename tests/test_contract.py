@@ -583,7 +583,7 @@ def test_policy_that_raises_rejects_the_plan_and_the_others_still_run() -> None:
         ("undecided", "policy-failed", None),
         ("no-print", "print-call", "calculator.py"),
     ]
-    assert rejected[0].message == "the policy failed: RuntimeError: rule file missing"
+    assert rejected[0].message.startswith("the policy failed: RuntimeError: rule file missing")
 
 
 def test_policy_that_raises_rejects_an_otherwise_valid_plan() -> None:

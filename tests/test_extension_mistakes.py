@@ -7,7 +7,9 @@ prints ``host.problems`` as they are, one warning each (see
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -176,7 +178,27 @@ def test_check_that_fails_halfway_through_its_generator_gives_only_the_failure()
 
     rejection = only_reason(halfway())
     assert rejection.rule == "policy-failed"
-    assert rejection.message == "the policy failed: LookupError: rule table is missing"
+    assert rejection.message.startswith("the policy failed: LookupError: rule table is missing")
+
+
+@attrs.frozen
+class ReadsRules(Fine):
+    """A policy that fails inside a library it calls."""
+
+    def check(self, plan: PatchPlan, seed: SeedProject) -> list[Rejection]:
+        json.loads("{not json")  # this line is what the author needs to see
+        return []
+
+
+def test_policy_that_raises_is_named_with_the_line_of_its_own_file_that_failed() -> None:
+    (rejection,) = orchestrator.check_plan(PLAN, SEED, [ReadsRules()])
+    line = next(
+        number
+        for number, text in enumerate(Path(__file__).read_text().splitlines(), start=1)
+        if "this line is what the author needs to see" in text
+    )
+    assert rejection.message.startswith("the policy failed: JSONDecodeError: ")
+    assert rejection.message.endswith(f" (at {Path(__file__).name} line {line})")
 
 
 def test_check_that_answers_with_rejections_in_any_iterable_is_heard() -> None:
