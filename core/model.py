@@ -8,6 +8,7 @@ planner or a runner may live in another process or on another machine.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -101,6 +102,11 @@ class SeedLimits:
     output_stop_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=v.ge(256))
 
 
+#: A requirement of a package from the index: a name, then extras, versions and markers,
+#: none of which needs ``/``, ``:``, ``@`` or ``\\``, which URLs and paths do.
+_INDEX_REQUIREMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-\[\],<>=!~*+;()'\" \t]*")
+
+
 def _requirement(
     _: object, attribute: attrs.Attribute[tuple[str, ...]], value: tuple[str, ...]
 ) -> None:
@@ -110,6 +116,12 @@ def _requirement(
         if requirement.lstrip().startswith("-"):
             # An installer would read it as an option (an index URL, an editable path).
             raise ValueError(f"{attribute.name}: {requirement!r} is an option, not a requirement")
+        if not _INDEX_REQUIREMENT.fullmatch(requirement.strip()):
+            # A URL or a path would have the installer fetch or build whatever it points to.
+            raise ValueError(
+                f"{attribute.name}: {requirement!r} is not a package of the index "
+                "(a name with extras, versions and markers; no URL or path)"
+            )
 
 
 @attrs.frozen
@@ -121,7 +133,8 @@ class SeedRuntime:
     and gives it to the sandbox read-only; the test then runs offline.
 
     :ivar python: the Python version, such as ``"3.12"``; ``None`` means the agent's own.
-    :ivar requirements: requirement specifiers, such as ``"pytest>=8"``.
+    :ivar requirements: requirement specifiers of packages from the index, such as
+        ``"pytest>=8"``; never a URL or a path.
     """
 
     python: str | None = attrs.field(default=None, validator=v.optional(v.matches_re(r"3\.\d+")))

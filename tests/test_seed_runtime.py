@@ -7,10 +7,15 @@ uv keeps using the machine's own package cache, so installing is quick.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import io
 import json
 import os
 import stat
 import subprocess
+import tarfile
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -190,6 +195,13 @@ def test_runtimes_are_keyed_by_python_and_requirements() -> None:
         (None, ("--index-url=https://example.invalid/simple",)),
         (None, ("-e /home",)),
         (None, ("",)),
+        # Anything but a name from the index: a local path or a URL uv would fetch or build.
+        (None, ("evil @ file:///home/user/project",)),
+        (None, ("evil @ https://example.invalid/evil-1.0-py3-none-any.whl",)),
+        (None, ("/home/user/project",)),
+        (None, ("./evil-1.0.tar.gz",)),
+        (None, ("git+https://example.invalid/evil",)),
+        (None, ("pytest --index-url https://example.invalid/simple",)),
     ],
 )
 def test_a_runtime_that_is_not_a_version_and_requirements_is_refused(
@@ -216,3 +228,109 @@ def test_the_installer_environment_keeps_only_what_an_installer_needs() -> None:
         "UV_INDEX_URL": "https://index.example/simple",
         "SSL_CERT_FILE": "/etc/ssl/cert.pem",
     }
+
+
+# --- a hostile seed's runtime -------------------------------------------------------------------
+#
+# A seed folder someone downloaded names the requirements, and whoever published them chose
+# their content: building the runtime must run none of it on the host, and the folder's own
+# files must not steer the installer.
+
+
+def wheel(folder: Path, name: str, files: dict[str, str]) -> Path:
+    """A pure-Python wheel of ``name`` 1.0 holding ``files``."""
+    dist_info = f"{name}-1.0.dist-info"
+    files = {
+        **files,
+        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = [
+        f"{path},sha256={digest(text.encode())},{len(text.encode())}"
+        for path, text in files.items()
+    ]
+    files[f"{dist_info}/RECORD"] = "\n".join([*record, f"{dist_info}/RECORD,,"]) + "\n"
+    path = folder / f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, text in files.items():
+            archive.writestr(member, text)
+    return path
+
+
+def digest(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def sdist(folder: Path, name: str, backend: str) -> Path:
+    """A source distribution of ``name`` 1.0 whose in-tree build backend is ``backend``."""
+    members = {
+        "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+        "pyproject.toml": (
+            '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+        ),
+        "backend.py": backend,
+    }
+    path = folder / f"{name}-1.0.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        for member, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{name}-1.0/{member}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.fixture
+def local_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder of distributions that uv takes as its only source, as a user may configure it."""
+    folder = tmp_path / "distributions"
+    folder.mkdir()
+    monkeypatch.setenv("UV_NO_INDEX", "1")
+    monkeypatch.setenv("UV_FIND_LINKS", str(folder))
+    return folder
+
+
+def test_building_a_runtime_runs_no_code_of_its_packages_on_the_host(
+    runtime_cache: Path, local_index: Path, tmp_path: Path
+) -> None:
+    # A .pth file in site-packages runs whenever that environment's Python starts with its site.
+    ran = tmp_path / "ran-on-the-host"
+    hook = f"import os; os.makedirs({str(ran)!r}, exist_ok=True)\n"
+    wheel(local_index, "sca_pth_hook", {"sca_pth_hook.pth": hook, "sca_pth_hook/__init__.py": ""})
+
+    prepared = prepare_runtime(SeedRuntime(requirements=("sca-pth-hook",)))
+
+    assert not ran.exists()
+    assert (prepared.root / "lib").is_dir()
+
+
+def test_a_runtime_is_built_from_wheels_only(
+    runtime_cache: Path, local_index: Path, tmp_path: Path
+) -> None:
+    # Building a source distribution runs its build backend, which its author wrote.
+    ran = tmp_path / "ran-on-the-host"
+    sdist(local_index, "sca_sdist_only", f"import os\nos.makedirs({str(ran)!r}, exist_ok=True)\n")
+    runtime = SeedRuntime(requirements=("sca-sdist-only",))
+
+    with pytest.raises(SandboxError, match="could not prepare the seed runtime"):
+        prepare_runtime(runtime)
+
+    assert not ran.exists()
+    assert not (cache_root() / runtime_key(runtime)).exists()
+
+
+def test_the_installer_ignores_configuration_in_the_folder_the_agent_runs_in(
+    runtime_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `cd downloaded-seed && agent run --seed .`: the seed's uv.toml must not steer uv.
+    planted = tmp_path / "planted"
+    seed = tmp_path / "downloaded-seed"
+    seed.mkdir()
+    (seed / "uv.toml").write_text(f"[pip]\ntarget = {str(planted)!r}\n")
+    monkeypatch.chdir(seed)
+
+    # A runtime no other test of this module builds, so uv really runs.
+    prepared = prepare_runtime(SeedRuntime(requirements=("iniconfig>=1",)))
+
+    assert not planted.exists()
+    assert list(prepared.root.glob("lib/python*/site-packages/iniconfig/__init__.py"))

@@ -10,6 +10,16 @@ requirements, and bound read-only into every sandbox that needs it, at the same
 path, so its scripts' ``#!`` lines work there. A lock file keeps two agents from
 building the same runtime at once, and a marker file written last tells a
 finished runtime from one whose build was interrupted.
+
+The requirements come from the seed, which may be a folder someone downloaded,
+and whoever published a package chose its content. So nothing of the packages
+runs on the host: uv installs wheels only (building a source distribution
+would run its build backend), the environment's interpreter is asked where it
+lives before anything is installed, and bytecode is compiled by the base
+interpreter without its ``site`` (a ``.pth`` file runs whenever ``site`` reads
+it). uv runs in the cache folder, so the configuration it discovers from the
+current folder (a downloaded seed's ``uv.toml`` or ``pyproject.toml``, which
+could name another index or install somewhere else) is never the seed's.
 """
 
 from __future__ import annotations
@@ -33,6 +43,8 @@ from sandboxed_coding_agent.core.model import SeedRuntime
 
 Progress = Callable[[str], None]
 CACHE_FOLDER = Path("sandboxed-coding-agent", "runtimes")
+#: How runtimes are built; part of the key, so a runtime built another way is never reused.
+RECIPE = 2
 READY = ".sandboxed-coding-agent-runtime.json"
 UV_TIMEOUT_SECONDS = 900
 
@@ -101,7 +113,14 @@ def python_spec(runtime: SeedRuntime) -> str:
 
 
 def runtime_key(runtime: SeedRuntime) -> str:
-    data = json.dumps({"python": python_spec(runtime), "requirements": runtime.requirements})
+    data = json.dumps(
+        {
+            "python": python_spec(runtime),
+            "requirements": runtime.requirements,
+            "machine": f"{sys.platform}-{os.uname().machine}",
+            "recipe": RECIPE,
+        }
+    )
     return hashlib.sha256(data.encode()).hexdigest()[:24]
 
 
@@ -136,12 +155,14 @@ def _load(root: Path) -> PreparedRuntime | None:
         return None
 
 
-def _uv(uv: str, arguments: list[str], progress: Progress) -> None:
-    """Run uv, each line it prints going to ``progress``; if it fails, raise with its last lines."""
+def _uv(uv: str, arguments: list[str], progress: Progress, *, cwd: Path) -> None:
+    """Run uv in ``cwd``, each line it prints going to ``progress``; if it fails, raise with its
+    last lines."""
     last: deque[str] = deque(maxlen=8)
     try:
         process = subprocess.Popen(
             [uv, *arguments],
+            cwd=cwd,
             env=installer_environment(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -172,10 +193,14 @@ def _uv(uv: str, arguments: list[str], progress: Progress) -> None:
 
 
 def _folders_of(python: Path) -> tuple[str, ...]:
-    """The folders a venv's interpreter needs: the venv and the installation it points to."""
+    """The folders a venv's interpreter needs: the venv and the installation it points to.
+
+    Ask before anything is installed in the venv, and without ``site``: then no
+    package's code runs here.
+    """
     probe = "import json, sys; print(json.dumps([sys.base_prefix, sys.executable]))"
     done = subprocess.run(
-        [str(python), "-I", "-c", probe],
+        [str(python), "-I", "-S", "-c", probe],
         env={},
         capture_output=True,
         text=True,
@@ -190,6 +215,25 @@ def _folders_of(python: Path) -> tuple[str, ...]:
     if not any(real.startswith(folder + os.sep) for folder in folders):
         folders.add(os.path.dirname(real))
     return tuple(sorted(folders))
+
+
+def _compile(python: Path, root: Path) -> None:
+    """Compile the venv's modules ahead, since the sandbox sees them read-only.
+
+    The venv's real interpreter does it without ``site``: compiling reads the
+    files and imports none of them.
+    """
+    done = subprocess.run(
+        [os.path.realpath(python), "-I", "-S", "-m", "compileall", "-q", str(root / "lib")],
+        env={},
+        capture_output=True,
+        text=True,
+        timeout=UV_TIMEOUT_SECONDS,
+        check=False,
+    )
+    if done.returncode != 0:
+        last = " / ".join(done.stdout.strip().splitlines()[-4:])
+        raise SandboxError(f"could not compile the seed runtime's modules: {last}")
 
 
 def prepare_runtime(runtime: SeedRuntime, progress: Progress = _silent) -> PreparedRuntime:
@@ -219,16 +263,19 @@ def prepare_runtime(runtime: SeedRuntime, progress: Progress = _silent) -> Prepa
             f"in {root}; later runs reuse it"
         )
         try:
-            _uv(uv, ["venv", "--no-project", "--python", python_spec(runtime), str(root)], progress)
+            venv = ["venv", "--no-project", "--python", python_spec(runtime), str(root)]
+            _uv(uv, venv, progress, cwd=root.parent)
             python = root / "bin" / "python"
-            if runtime.requirements:
-                install = ["pip", "install", "--python", str(python), "--compile-bytecode"]
-                _uv(uv, [*install, "--", *runtime.requirements], progress)
             prepared = PreparedRuntime(root, str(python), _folders_of(python))
+            if runtime.requirements:
+                install = ["pip", "install", "--python", str(python), "--no-build"]
+                _uv(uv, [*install, "--", *runtime.requirements], progress, cwd=root.parent)
+                _compile(python, root)
+            marker = {"python": prepared.python, "read_only": list(prepared.read_only)}
+            (root / f"{READY}.partial").write_text(json.dumps(marker))
+            (root / f"{READY}.partial").replace(root / READY)
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
-        marker = {"python": prepared.python, "read_only": list(prepared.read_only)}
-        (root / READY).write_text(json.dumps(marker))
         progress("the seed runtime is ready")
         return prepared
