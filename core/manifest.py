@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import attrs
@@ -27,6 +28,9 @@ MANIFEST = "seed.toml"
 #: A folder seed is read whole and sent to the planner: keep it small.
 MAX_SEED_FILES = 500
 MAX_SEED_BYTES = 2 * 1024 * 1024
+#: A manifest is a few lines; a seed folder may come from anyone, so it is read within bounds.
+MAX_MANIFEST_BYTES = 256 * 1024
+MAX_NESTING = 16
 DEFAULT_FILES = ("**/*",)
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
@@ -74,19 +78,53 @@ def load_seed(
     """
     path = Path(location)
     manifest = path if path.name == MANIFEST or path.is_file() else path / MANIFEST
-    try:
-        text = manifest.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ManifestError(
-            f"{manifest}: no such file (a folder seed needs a {MANIFEST})"
-        ) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ManifestError(f"{manifest}: cannot read it: {error}") from None
+    text = _read_manifest(manifest)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ManifestError(f"{manifest}: {_toml_problem(str(error))}") from None
+    except RecursionError:  # tomllib parses nested values recursively
+        raise ManifestError(f"{manifest}: values are nested too deeply") from None
+    if _nested_deeper(data, MAX_NESTING):
+        raise ManifestError(f"{manifest}: values are nested too deeply")
     return _Reader(manifest, text).seed(data, check_policy)
+
+
+def _read_manifest(manifest: Path) -> str:
+    """The manifest's text, if it is a small regular file; a FIFO or a device is never read."""
+    try:
+        # Without O_NONBLOCK, opening a FIFO would wait for a writer.
+        fd = os.open(manifest, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ManifestError(
+            f"{manifest}: no such file (a folder seed needs a {MANIFEST})"
+        ) from None
+    except OSError as error:
+        raise ManifestError(f"{manifest}: cannot read it: {error.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ManifestError(f"{manifest}: is not a regular file")
+        try:
+            data = handle.read(MAX_MANIFEST_BYTES + 1)
+        except OSError as error:
+            raise ManifestError(f"{manifest}: cannot read it: {error.strerror}") from None
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ManifestError(f"{manifest}: larger than {MAX_MANIFEST_BYTES} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ManifestError(f"{manifest}: cannot read it: {error}") from None
+
+
+def _nested_deeper(value: object, levels: int) -> bool:
+    """Whether tables and arrays nest deeper than ``levels`` in ``value``."""
+    if isinstance(value, dict):
+        children = list(value.values())
+    elif isinstance(value, list):
+        children = value
+    else:
+        return False
+    return levels == 0 or any(_nested_deeper(child, levels - 1) for child in children)
 
 
 def _toml_problem(message: str) -> str:
@@ -206,6 +244,13 @@ class _Reader:
             hits = [path for path in candidates if patterns.matches(path, pattern)]
             if not hits:
                 raise self.fail(("files",), f"{pattern!r} matches no file in {root}")
+            for path in hits:
+                if patterns.has_control_character(path):
+                    raise self.fail(
+                        ("files",),
+                        f"{path!r}: the file name contains a control character; "
+                        "rename the file or leave it out of files",
+                    )
             chosen.update(dict.fromkeys(hits))
         if len(chosen) > MAX_SEED_FILES:
             raise self.fail(("files",), f"{len(chosen)} files; a seed has at most {MAX_SEED_FILES}")
@@ -291,13 +336,20 @@ def _walk(root: Path) -> list[str]:
 
 
 def _literal_file_problem(root: Path, relative: str) -> str | None:
-    full = root / relative
-    if not full.exists() and not full.is_symlink():
-        return "no such file"
-    # A link could hand the sandbox, and the provider, any file the caller can read.
-    if full.resolve() != root / relative or full.is_symlink():
-        return "is or passes through a symbolic link; seed files must be inside the seed folder"
-    if not full.is_file():
+    path = root
+    mode = 0
+    for part in PurePosixPath(relative).parts:
+        path = path / part
+        try:
+            mode = path.lstat().st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return "no such file"
+        except OSError as error:
+            return f"cannot be read: {error.strerror}"
+        # A link could hand the sandbox, and the provider, any file the caller can read.
+        if stat.S_ISLNK(mode):
+            return "is or passes through a symbolic link; seed files must be inside the seed folder"
+    if not stat.S_ISREG(mode):
         return "is not a regular file"
     if relative == MANIFEST:
         return "the manifest itself is not a seed file"

@@ -23,11 +23,15 @@ def pattern_problem(pattern: str) -> str | None:
         return "the pattern is an absolute path"
     if "\\" in pattern:
         return "the pattern contains a backslash (use /)"
-    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in pattern):
+    if has_control_character(pattern):
         return "the pattern contains a control character"
     if any(segment in ("", ".", "..") for segment in pattern.split("/")):
         return "the pattern has an empty, '.' or '..' segment"
     return None
+
+
+def has_control_character(text: str) -> bool:
+    return any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text)
 
 
 @functools.lru_cache(maxsize=512)
@@ -43,7 +47,8 @@ def _regex(pattern: str) -> re.Pattern[str]:
             pieces.append("[^/]*" if char == "*" else "[^/]" if char == "?" else re.escape(char))
         if not last:
             pieces.append("/")
-    return re.compile("".join(pieces))
+    # DOTALL: a trailing ``**`` matches every name below, even one with a newline.
+    return re.compile("".join(pieces), re.DOTALL)
 
 
 def matches(path: str, pattern: str) -> bool:

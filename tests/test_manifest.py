@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from conftest import AgentRun, FakeProvider
 
+from sandboxed_coding_agent.core import patterns
 from sandboxed_coding_agent.core.manifest import (
     ManifestError,
     key_lines,
@@ -124,6 +125,71 @@ def test_symlink_named_as_a_file_is_refused(tmp_path: Path) -> None:
         "line 3: files: 'stats/leak.py': is or passes through a symbolic link; "
         "seed files must be inside the seed folder"
     )
+
+
+def test_a_symlink_loop_named_as_a_file_is_refused(tmp_path: Path) -> None:
+    make_seed(tmp_path)
+    os.symlink("loop.py", tmp_path / "stats" / "loop.py")
+    manifest = MANIFEST.replace('files = ["stats/*.py", "tests/*.py"]', 'files = ["stats/loop.py"]')
+    assert problem(tmp_path, manifest).startswith(
+        "line 3: files: 'stats/loop.py': is or passes through a symbolic link"
+    )
+
+
+def test_a_file_name_with_a_control_character_is_refused(tmp_path: Path) -> None:
+    # A newline or an escape sequence in a name would garble every listing that shows it.
+    manifest = MANIFEST.replace('"stats/*.py", "tests/*.py"', '"**/*.py"')
+    message = problem(tmp_path, manifest, {"stats/odd\nname.py": ""})
+    assert message == (
+        "line 3: files: 'stats/odd\\nname.py': the file name contains a control character; "
+        "rename the file or leave it out of files"
+    )
+
+
+def test_a_pattern_matches_names_with_any_character_but_a_slash() -> None:
+    assert patterns.matches("tests/odd\nname.py", "tests/**")
+    assert patterns.matches("tests/odd\nname.py", "tests/*.py")
+
+
+def special_manifest(root: Path, kind: str) -> Path:
+    """A seed folder whose ``seed.toml`` is ``kind``: something no manifest should be."""
+    root.mkdir(exist_ok=True)
+    manifest = root / "seed.toml"
+    if kind == "fifo":
+        os.mkfifo(manifest)
+    elif kind == "device":
+        os.symlink("/dev/zero", manifest)
+    elif kind == "huge":
+        manifest.write_text(MANIFEST + f"# {'x' * 300_000}\n")
+    elif kind == "deep":
+        manifest.write_text(MANIFEST + "[policies.python-ast]\nallow = " + "[" * 3000 + "]" * 3000)
+    else:
+        manifest.write_text(MANIFEST + "[policies.python-ast]\nallow = " + "[" * 40 + "]" * 40)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("fifo", "is not a regular file"),
+        ("device", "is not a regular file"),
+        ("huge", "larger than 262144 bytes"),
+        ("deep", "values are nested too deeply"),
+        ("nested", "values are nested too deeply"),
+    ],
+)
+def test_a_manifest_that_is_no_small_file_is_refused_without_reading_it_all(
+    tmp_path: Path, run_agent: Callable[..., AgentRun], kind: str, expected: str
+) -> None:
+    root = special_manifest(tmp_path / "seed", kind)
+
+    # Through the CLI, so a manifest that blocks the reader fails the test instead of hanging it.
+    shown = run_agent("seeds", "show", str(root), timeout=20)
+
+    assert shown.returncode == 2, shown.stderr
+    assert shown.stderr.strip().splitlines() == [
+        f"agent: usage error: {root / 'seed.toml'}: {expected}"
+    ]
 
 
 @pytest.mark.parametrize(
