@@ -29,8 +29,12 @@ from sandboxed_coding_agent.core.model import (
     SeedLimits,
 )
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
-from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
-from sandboxed_coding_agent.plugins.local_sandbox.cgroups import PREFIX, controllers
+from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox, new_sandbox_id
+from sandboxed_coding_agent.plugins.local_sandbox.cgroups import (
+    PREFIX,
+    SandboxGroups,
+    controllers,
+)
 
 RunAgent = Callable[..., AgentRun]
 CORRECT_ADD = "\n\ndef add(left, right):\n    return left + right\n"
@@ -361,3 +365,30 @@ def test_limit_flags_reject_nonsense(run_agent: RunAgent, write_plan: Callable[.
     assert run.returncode == 2
     assert "--memory-mb" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_cleanup_kills_whatever_is_left_in_the_sandbox_groups() -> None:
+    # The PID namespace usually takes everything with it; the groups are the backstop.
+    groups = SandboxGroups(new_sandbox_id(), max_processes=16, memory_bytes=256 * 1024 * 1024)
+    if not groups.groups:
+        pytest.skip(f"no control group can be made here: {groups.problems}")
+    joins = "import os, sys, time\nfor p in sys.argv[1:]: open(p, 'w').write(str(os.getpid()))\n"
+    member = subprocess.Popen(
+        [sys.executable, "-c", joins + "print(flush=True)\ntime.sleep(60)", *groups.procs_files],
+        stdout=subprocess.PIPE,
+    )
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert member.stdout is not None
+        assert member.stdout.readline() == b"\n"  # it has joined the groups
+        paths = list(groups.groups.values())
+
+        groups.kill_and_remove()
+
+        assert member.wait(timeout=5) == -signal.SIGKILL
+        assert [path for path in paths if path.exists()] == []
+        assert bystander.poll() is None
+    finally:
+        for process in (member, bystander):
+            process.kill()
+            process.wait()

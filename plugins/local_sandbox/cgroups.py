@@ -18,12 +18,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
+
+from .process import kill_if
 
 PREFIX = "sandboxed-coding-agent-"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -219,14 +220,23 @@ class SandboxGroups:
                 for line in (group / "cgroup.procs").read_text().split():
                     yield int(line)
 
+    def _in_a_group(self, pid: int) -> bool:
+        """Whether ``pid`` is (still) in one of these groups, from its own ``/proc`` entry."""
+        names = {"/" + group.name for group in self.groups.values()}
+        try:
+            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        except OSError:
+            return False
+        return any(line.endswith(tuple(names)) for line in lines)
+
     def kill_and_remove(self, wait_seconds: float = 5.0) -> None:
         """Kill whatever is still in the groups, wait until they are empty, and remove them."""
         deadline = time.monotonic() + wait_seconds
         while True:
             pids = set(self._pids())
             for pid in pids:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+                # A listed process may exit, be reaped and its PID be reused before the signal.
+                kill_if(pid, self._in_a_group)
             if not pids or time.monotonic() > deadline:
                 break
             time.sleep(0.01)

@@ -4,6 +4,11 @@ The sandbox runs in its own session, so ``killpg`` reaches ``bwrap`` and
 everything it started outside the sandbox; inside, the sandbox's PID 1 is
 killed first, which makes the kernel kill every process of its PID namespace.
 Nothing here returns or raises before that has happened.
+
+A PID names another process once the one it named has been reaped, and the
+agent often runs as root: so ``bwrap`` is reaped only after the kill (until
+then its PID and process group cannot be reused), and any other process is
+signalled through a pidfd, after checking that it is still the one meant.
 """
 
 from __future__ import annotations
@@ -109,6 +114,39 @@ def _read_status(stream: IO[bytes], status: dict[str, int]) -> None:
             status.update({k: v for k, v in message.items() if isinstance(v, int)})
 
 
+def kill_if(pid: int, meant: Callable[[int], bool]) -> None:
+    """SIGKILL ``pid`` if ``meant(pid)``, never a process that took its PID in the meantime.
+
+    The pidfd is opened before the check: if the process it names is gone by
+    the time of the signal, the signal goes nowhere.
+    """
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    except (AttributeError, OSError):  # no pidfds (Linux before 5.3): check, then kill
+        if meant(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        return
+    try:
+        if meant(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    finally:
+        os.close(pidfd)
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return int(fields[1]) if len(fields) > 1 else None
+
+
 def _gone_or_zombie(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
@@ -128,13 +166,19 @@ class _Sandbox:
 
     def kill(self) -> None:
         with self.lock:
+            if self.process.returncode is not None:
+                return  # reaped: its PID and process group may be another's by now
+            bwrap = self.process.pid
             child = self.status.get("child-pid")
-            if child is not None and self.process.returncode is None:
-                # bwrap has not reaped its child yet, so the PID is still that child's.
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(child, signal.SIGKILL)
+            if child is not None:
+                # bwrap is not reaped, so a process whose parent it is really is its child.
+                kill_if(child, lambda pid: _parent_of(pid) == bwrap)
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, signal.SIGKILL)
+                os.killpg(bwrap, signal.SIGKILL)
+
+    def reap(self) -> None:
+        with self.lock:  # so that kill() sees the return code as soon as the PID is free
+            self.process.wait()
 
     def wait_until_gone(self, seconds: float = 5.0) -> None:
         """Wait until the sandbox's PID 1, and with it its PID namespace, is gone."""
@@ -145,7 +189,10 @@ class _Sandbox:
 
 
 def _exited_within(process: subprocess.Popen[bytes], timeout: float) -> bool:
-    """Wait for ``process`` to exit, at most ``timeout`` seconds; whether it did."""
+    """Wait for ``process`` to exit, at most ``timeout`` seconds; whether it did.
+
+    Where pidfds exist, the process is left unreaped, for :meth:`_Sandbox.kill`.
+    """
     # Popen.wait(timeout) polls with sleeps of up to 50 ms, which would add to every
     # sandbox; a pidfd wakes us the moment the process exits.
     try:
@@ -160,10 +207,7 @@ def _exited_within(process: subprocess.Popen[bytes], timeout: float) -> bool:
         readable, _, _ = select.select([pidfd], [], [], timeout)
     finally:
         os.close(pidfd)
-    if not readable:
-        return False
-    process.wait()
-    return True
+    return bool(readable)
 
 
 def run_sandbox(
@@ -217,7 +261,7 @@ def run_sandbox(
     finally:
         # Whatever happened (pass, fail, timeout, flood, Ctrl-C), nothing of the sandbox survives.
         sandbox.kill()
-        process.wait()
+        sandbox.reap()
         sandbox.wait_until_gone()
         for reader in readers:
             reader.join(timeout=5)
