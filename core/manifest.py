@@ -176,6 +176,8 @@ class _Reader:
             )
         description = self.string(data, "description")
         test_command = self.strings(data, "test_command")
+        if any("\0" in argument for argument in test_command):
+            raise self.fail(("test_command",), "an argument contains a NUL character")
         default_prompt = self.string(data, "default_prompt")
         limits = self.limits(data.get("limits", {}))
         policies = self.policies(data.get("policies", {}), check_policy)

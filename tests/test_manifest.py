@@ -230,6 +230,10 @@ def test_a_manifest_that_is_no_small_file_is_refused_without_reading_it_all(
         ),
         (("test_command = [", "test_command = [] #"), "line 6: test_command: must be a non-empty"),
         (
+            ('"-t", "."]', '"-t", ".\\u0000"]'),
+            "line 6: test_command: an argument contains a NUL character",
+        ),
+        (
             ('name = "stats"', 'name = "stats'),
             "line 1, column 14: not valid TOML: Illegal character",
         ),

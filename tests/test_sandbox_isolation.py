@@ -26,6 +26,7 @@ import attrs
 import pytest
 from conftest import AGENT, API_KEY, FIXED_CALCULATOR, AgentRun, wait_until
 
+from sandboxed_coding_agent.core.errors import SandboxError
 from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox, bwrap_executable
@@ -571,6 +572,14 @@ def test_no_process_started_by_the_patch_outlives_the_sandbox(escape: str) -> No
 
 
 # --- a sandbox that cannot start --------------------------------------------------------------
+
+
+def test_a_test_command_no_command_line_can_hold_is_a_sandbox_error() -> None:
+    seed = calculator_seed()
+    job = SandboxJob(seed=seed.name, files=seed.read_files(), test_command=("python", "-c\0x"))
+
+    with pytest.raises(SandboxError, match="the test command contains a NUL character"):
+        LocalSandbox().run_test(job)
 
 
 def test_a_sandbox_that_cannot_start_exits_5_with_a_clear_message(

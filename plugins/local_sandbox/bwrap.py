@@ -123,6 +123,8 @@ def build_command(
     :param read_only: host folders bound read-only at the same path (interpreter, runtime).
     """
     test_command = list(job.test_command)
+    if any("\0" in argument for argument in test_command):
+        raise SandboxError("the test command contains a NUL character, which no command line holds")
     if test_command[0] in ("python", "python3"):
         test_command[0] = python
     size = str(job.limits.disk_mb * MIB)
