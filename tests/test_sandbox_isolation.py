@@ -383,6 +383,52 @@ def test_patch_cannot_read_the_callers_session_keyring(
     )
 
 
+RAISE_PRIORITY = """
+probe("realtime", lambda: os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1)))
+probe("nice", lambda: os.nice(-10))
+"""
+
+RAISE_PRIORITY_LIMITS_THEN_EXEC = """
+import os, resource, sys
+resource.setrlimit(resource.RLIMIT_RTPRIO, (50, 50))
+resource.setrlimit(resource.RLIMIT_NICE, (40, 40))
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def test_patch_cannot_take_realtime_or_higher_priority_a_caller_may_take(
+    agent_env: dict[str, str], write_plan: Callable[..., Path]
+) -> None:
+    # A caller allowed realtime priority (an audio group, say) would pass that on to a
+    # busy loop, which could then starve the host's other processes.
+    try:
+        subprocess.run(
+            [sys.executable, "-c", RAISE_PRIORITY_LIMITS_THEN_EXEC, "/bin/true"],
+            capture_output=True,
+            check=True,
+        )
+    except subprocess.CalledProcessError:
+        pytest.skip("this caller may not raise its RLIMIT_RTPRIO and RLIMIT_NICE")
+    plan = write_plan({"files": [{"path": "calculator.py", "content": hostile(RAISE_PRIORITY)}]})
+
+    done = subprocess.run(
+        [
+            *(sys.executable, "-c", RAISE_PRIORITY_LIMITS_THEN_EXEC),
+            *(str(AGENT), "run", "--plan", str(plan), "--json"),
+        ],
+        env=agent_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    output = str(eval_json(done.stdout)["test_output"])
+    assert probe_line(output, "realtime").startswith("PROBE realtime: refused PermissionError")
+    assert probe_line(output, "nice").startswith("PROBE nice: refused PermissionError")
+
+
 @pytest.fixture
 def home_canary() -> Iterator[tuple[Path, str]]:
     """A file with a secret in a uniquely named folder under the real ``$HOME``."""

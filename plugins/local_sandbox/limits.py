@@ -66,6 +66,10 @@ def rlimits(job: SandboxJob, *, pids_group: bool) -> dict[str, tuple[int, int]]:
         "RLIMIT_FSIZE": (job.limits.max_file_mb * MIB,) * 2,
         # No core files: they would fill the workspace, or feed the host's crash handler.
         "RLIMIT_CORE": (0, 0),
+        # No realtime scheduling and no raised priority, whatever the caller may: a busy
+        # loop must share the CPU with the host.
+        "RLIMIT_RTPRIO": (0, 0),
+        "RLIMIT_NICE": (0, 0),
     }
     uid = os.getuid()
     if not pids_group and uid != 0:
