@@ -12,8 +12,10 @@ import hashlib
 import io
 import json
 import os
+import signal
 import stat
 import subprocess
+import sys
 import tarfile
 import zipfile
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from conftest import wait_until
 
 from sandboxed_coding_agent.core import orchestrator
 from sandboxed_coding_agent.core.errors import SandboxError
@@ -334,3 +337,50 @@ def test_the_installer_ignores_configuration_in_the_folder_the_agent_runs_in(
 
     assert not planted.exists()
     assert list(prepared.root.glob("lib/python*/site-packages/iniconfig/__init__.py"))
+
+
+def test_a_build_killed_halfway_is_never_taken_for_a_ready_runtime(
+    runtime_cache: Path, local_index: Path, tmp_path: Path
+) -> None:
+    # A wheel may put any file in the environment's folder: one that looks like the agent's
+    # record of a finished runtime must not count, even when the agent is killed before it
+    # writes its own over it.
+    host_folder = tmp_path / "host-folder"
+    host_folder.mkdir()
+    planted = json.dumps({"python": "/bin/sh", "read_only": [str(host_folder)]})
+    in_the_environment = ".sandboxed-coding-agent-runtime.json"
+    modules = {f"sca_planted/m{i}.py": "value = 1\n" * 100 for i in range(1500)}
+    data = {f"sca_planted-1.0.data/data/{in_the_environment}": planted}
+    wheel(local_index, "sca_planted", {**modules, **data})
+    runtime = SeedRuntime(requirements=("sca-planted",))
+    root = cache_root() / runtime_key(runtime)
+    build = subprocess.Popen([sys.executable, "-c", BUILD, "sca-planted"], start_new_session=True)
+    try:
+        assert wait_until(lambda: (root / in_the_environment).exists(), timeout=60)
+    finally:
+        os.killpg(build.pid, signal.SIGKILL)
+        build.wait()
+
+    prepared = prepare_runtime(runtime)
+
+    assert str(host_folder) not in prepared.read_only
+    assert prepared.python == str(root / "bin" / "python")
+
+
+BUILD = """
+import sys
+from sandboxed_coding_agent.core.model import SeedRuntime
+from sandboxed_coding_agent.plugins.local_sandbox.runtime import prepare_runtime
+prepare_runtime(SeedRuntime(requirements=tuple(sys.argv[1:])))
+"""
+
+
+def test_a_package_with_a_module_that_does_not_compile_still_installs(
+    runtime_cache: Path, local_index: Path
+) -> None:
+    # Packages ship such modules (for other Python versions); importing them fails, not the build.
+    wheel(local_index, "sca_uncompilable", {"sca_uncompilable/__init__.py": "def (\n"})
+
+    prepared = prepare_runtime(SeedRuntime(requirements=("sca-uncompilable",)))
+
+    assert list(prepared.root.glob("lib/python*/site-packages/sca_uncompilable/__init__.py"))

@@ -8,7 +8,8 @@ cached under ``$XDG_CACHE_HOME/sandboxed-coding-agent/runtimes/<key>`` (by
 default ``~/.cache/...``), where the key is a hash of the Python and the
 requirements, and bound read-only into every sandbox that needs it, at the same
 path, so its scripts' ``#!`` lines work there. A lock file keeps two agents from
-building the same runtime at once, and a marker file written last tells a
+building the same runtime at once, and a record written last, beside the
+environment (``<key>.json``) since a package may put any file inside it, tells a
 finished runtime from one whose build was interrupted.
 
 The requirements come from the seed, which may be a folder someone downloaded,
@@ -45,7 +46,6 @@ Progress = Callable[[str], None]
 CACHE_FOLDER = Path("sandboxed-coding-agent", "runtimes")
 #: How runtimes are built; part of the key, so a runtime built another way is never reused.
 RECIPE = 2
-READY = ".sandboxed-coding-agent-runtime.json"
 UV_TIMEOUT_SECONDS = 900
 
 #: What uv may see of the caller's environment; everything else stays out.
@@ -147,9 +147,14 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def _record(root: Path) -> Path:
+    """Where the agent records that the runtime at ``root`` is ready: outside it."""
+    return root.with_name(f"{root.name}.json")
+
+
 def _load(root: Path) -> PreparedRuntime | None:
     try:
-        data = json.loads((root / READY).read_text())
+        data = json.loads(_record(root).read_text())
         return PreparedRuntime(root, data["python"], tuple(data["read_only"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -217,23 +222,25 @@ def _folders_of(python: Path) -> tuple[str, ...]:
     return tuple(sorted(folders))
 
 
-def _compile(python: Path, root: Path) -> None:
+def _compile(interpreter: str, root: Path) -> None:
     """Compile the venv's modules ahead, since the sandbox sees them read-only.
 
-    The venv's real interpreter does it without ``site``: compiling reads the
-    files and imports none of them.
+    ``interpreter`` is the base interpreter, found before anything was installed;
+    it runs without ``site``, so compiling reads the files and imports none of
+    them. A module that does not compile is left to fail where it is imported.
     """
-    done = subprocess.run(
-        [os.path.realpath(python), "-I", "-S", "-m", "compileall", "-q", str(root / "lib")],
-        env={},
-        capture_output=True,
-        text=True,
-        timeout=UV_TIMEOUT_SECONDS,
-        check=False,
-    )
-    if done.returncode != 0:
-        last = " / ".join(done.stdout.strip().splitlines()[-4:])
-        raise SandboxError(f"could not compile the seed runtime's modules: {last}")
+    try:
+        subprocess.run(
+            [interpreter, "-I", "-S", "-m", "compileall", "-q", str(root / "lib")],
+            env={},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=UV_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise SandboxError("compiling the seed runtime's modules took too long") from None
 
 
 def prepare_runtime(runtime: SeedRuntime, progress: Progress = _silent) -> PreparedRuntime:
@@ -256,6 +263,7 @@ def prepare_runtime(runtime: SeedRuntime, progress: Progress = _silent) -> Prepa
                 "the seed declares a runtime, and preparing it needs uv, which is not on PATH: "
                 "install it (https://docs.astral.sh/uv/), then check with `agent doctor`"
             )
+        _record(root).unlink(missing_ok=True)  # one that does not load: no agent may use it
         shutil.rmtree(root, ignore_errors=True)  # what an interrupted build left
         wanted = ", ".join(runtime.requirements) or "no requirements"
         progress(
@@ -266,14 +274,16 @@ def prepare_runtime(runtime: SeedRuntime, progress: Progress = _silent) -> Prepa
             venv = ["venv", "--no-project", "--python", python_spec(runtime), str(root)]
             _uv(uv, venv, progress, cwd=root.parent)
             python = root / "bin" / "python"
+            interpreter = os.path.realpath(python)
             prepared = PreparedRuntime(root, str(python), _folders_of(python))
             if runtime.requirements:
                 install = ["pip", "install", "--python", str(python), "--no-build"]
                 _uv(uv, [*install, "--", *runtime.requirements], progress, cwd=root.parent)
-                _compile(python, root)
-            marker = {"python": prepared.python, "read_only": list(prepared.read_only)}
-            (root / f"{READY}.partial").write_text(json.dumps(marker))
-            (root / f"{READY}.partial").replace(root / READY)
+                _compile(interpreter, root)
+            record = {"python": prepared.python, "read_only": list(prepared.read_only)}
+            partial = _record(root).with_suffix(".partial")
+            partial.write_text(json.dumps(record))
+            partial.replace(_record(root))
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
