@@ -30,6 +30,7 @@ from sandboxed_coding_agent.core.errors import SandboxError
 from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox, bwrap_executable
+from sandboxed_coding_agent.plugins.local_sandbox.bwrap import SYSTEM_DIRS
 
 REPO = Path(__file__).resolve().parents[1]
 SEED_ROOT = calculator_seed().root.resolve()
@@ -461,6 +462,42 @@ def test_patch_cannot_read_files_under_the_callers_home(
     assert "PROBE canary: refused" in output
     assert secret not in output
     assert canary.parent.name not in probe_line(output, "home")
+
+
+@pytest.fixture
+def canary_beside_python() -> Iterator[tuple[Path, str]]:
+    """A secret in the Python installation's folder, beside what the interpreter needs.
+
+    Python built with ``--prefix=$HOME/.local`` (or ``$HOME``) shares its folder with
+    the caller's own files: ``~/.local/share``, ``~/.local/state``, even ``~/.ssh``.
+    """
+    prefix = Path(os.path.realpath(sys.base_prefix))
+    if prefix.parts[1:2] and f"/{prefix.parts[1]}" in SYSTEM_DIRS:
+        pytest.skip(f"{prefix} is a system folder, which every sandbox shows")
+    folder = prefix / "share" / marker()
+    try:
+        folder.mkdir(parents=True)
+    except OSError as error:
+        pytest.skip(f"cannot write beside the Python installation: {error}")
+    canary = folder / "credentials"
+    secret = marker()
+    canary.write_text(secret)
+    try:
+        yield canary, secret
+    finally:
+        canary.unlink()
+        folder.rmdir()
+
+
+def test_patch_cannot_read_what_lives_beside_the_python_installation(
+    run_hostile: Callable[..., AgentRun], canary_beside_python: tuple[Path, str]
+) -> None:
+    canary, secret = canary_beside_python
+
+    run = run_hostile(f'probe("beside-python", lambda: open("{canary}").read())')
+
+    assert "PROBE beside-python: refused" in output_of(run)
+    assert secret not in output_of(run)
 
 
 def test_patch_cannot_read_the_project_checkout_or_the_seed_folder(

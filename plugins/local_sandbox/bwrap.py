@@ -94,13 +94,26 @@ def _system_mounts() -> list[str]:
     return args
 
 
+def installation_folders(interpreter: str, prefixes: Sequence[str]) -> list[str]:
+    """What an interpreter needs of its installation: its own folder and each prefix's ``lib``.
+
+    Not the whole prefix: a Python built with ``--prefix=$HOME/.local`` (or
+    ``$HOME``) shares it with the caller's own files (``~/.local/share``,
+    ``~/.local/state``, ``~/.ssh``).
+    """
+    folders = {os.path.dirname(interpreter)}
+    for prefix in prefixes:
+        for lib in ("lib", "lib64"):
+            folder = os.path.join(os.path.realpath(prefix), lib)
+            if os.path.isdir(folder):
+                folders.add(os.path.realpath(folder))
+    return sorted(folders)
+
+
 def host_python() -> tuple[str, list[str]]:
-    """The agent's own interpreter, and the folders it needs: its installation."""
+    """The agent's own interpreter, and the folders it needs of its installation."""
     interpreter = os.path.realpath(sys.executable)
-    folders = [os.path.realpath(sys.base_prefix)]
-    if not interpreter.startswith(folders[0] + os.sep):
-        folders.append(os.path.dirname(interpreter))
-    return interpreter, folders
+    return interpreter, installation_folders(interpreter, [sys.base_prefix, sys.base_exec_prefix])
 
 
 def read_only_binds(folders: Sequence[str]) -> list[str]:

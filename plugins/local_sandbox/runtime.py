@@ -42,6 +42,8 @@ import attrs
 from sandboxed_coding_agent.core.errors import SandboxError
 from sandboxed_coding_agent.core.model import SeedRuntime
 
+from .bwrap import installation_folders
+
 Progress = Callable[[str], None]
 CACHE_FOLDER = Path("sandboxed-coding-agent", "runtimes")
 #: How runtimes are built; part of the key, so a runtime built another way is never reused.
@@ -198,12 +200,12 @@ def _uv(uv: str, arguments: list[str], progress: Progress, *, cwd: Path) -> None
 
 
 def _folders_of(python: Path) -> tuple[str, ...]:
-    """The folders a venv's interpreter needs: the venv and the installation it points to.
+    """The folders a venv's interpreter needs: the venv and what it needs of its installation.
 
     Ask before anything is installed in the venv, and without ``site``: then no
     package's code runs here.
     """
-    probe = "import json, sys; print(json.dumps([sys.base_prefix, sys.executable]))"
+    probe = "import json, sys; print(json.dumps([sys.base_prefix, sys.base_exec_prefix]))"
     done = subprocess.run(
         [str(python), "-I", "-S", "-c", probe],
         env={},
@@ -214,12 +216,9 @@ def _folders_of(python: Path) -> tuple[str, ...]:
     )
     if done.returncode != 0:
         raise SandboxError(f"the prepared runtime's Python does not start: {done.stderr.strip()}")
-    base_prefix, _ = json.loads(done.stdout)
-    folders = {str(python.parent.parent), os.path.realpath(base_prefix)}
+    prefixes = json.loads(done.stdout)
     real = os.path.realpath(python)
-    if not any(real.startswith(folder + os.sep) for folder in folders):
-        folders.add(os.path.dirname(real))
-    return tuple(sorted(folders))
+    return tuple(sorted({str(python.parent.parent), *installation_folders(real, prefixes)}))
 
 
 def _compile(interpreter: str, root: Path) -> None:
