@@ -348,6 +348,27 @@ def test_an_agent_stopped_by_ctrl_c_or_sigterm_leaves_no_sandbox_behind(
     assert list(Path(agent_env["TMPDIR"]).iterdir()) == []
 
 
+def test_an_agent_killed_outright_leaves_no_sandbox_process_and_the_next_run_removes_its_groups(
+    agent_process: tuple[subprocess.Popen[str], str],
+    run_agent: RunAgent,
+    write_plan: Callable[..., Path],
+) -> None:
+    # SIGKILL cannot be handled: bwrap, told to die with its parent, takes the sandbox along.
+    process, tag = agent_process
+    assert wait_until(lambda: bool(host_processes_with(tag)), timeout=20)
+    groups_left = {
+        entry for c in controllers().values() for entry in c.parent.glob(f"{PREFIX}{process.pid}-*")
+    }
+
+    process.kill()
+    process.wait()
+
+    assert wait_until(lambda: host_processes_with(tag) == [], timeout=10)
+    fixed = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
+    assert run_agent("run", "--plan", str(fixed)).returncode == 0
+    assert not any(group.exists() for group in groups_left)
+
+
 def test_result_json_names_the_limit(run_agent: RunAgent, write_plan: Callable[..., Path]) -> None:
     plan = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
 
