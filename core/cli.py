@@ -329,15 +329,6 @@ def _read_plan_file(path: Path) -> PatchPlan:
     return contract.parse_plan(data)
 
 
-def _is_utf8(text: str) -> bool:
-    # Bytes that are not UTF-8 reach Python as lone surrogates, which no provider can take.
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _limits_with(limits: SeedLimits, **overrides: Any) -> SeedLimits:
     """The seed's limits with the ones given on the command line instead."""
     given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
@@ -479,7 +470,7 @@ def run(
     with _reporting(as_json, debug):
         if plan_file is not None and prompt is not None:
             raise UsageError("give either a PROMPT or --plan, not both")
-        if prompt is not None and not _is_utf8(prompt):
+        if prompt is not None and not contract.is_utf8(prompt):
             raise UsageError(
                 "the PROMPT is not valid UTF-8 text (check the terminal's or the script's "
                 "encoding); it was not sent"

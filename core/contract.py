@@ -36,6 +36,16 @@ _ALLOWED_CONTROLS = frozenset("\n\r\t")
 _BIDI_CONTROLS = frozenset(chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A)))
 
 
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8; bytes that were not UTF-8 reach Python
+    (from a file name, an argument or the environment) as lone surrogates."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _reject(rule: str, message: str, path: str | None = None) -> Rejection:
     return Rejection(policy=POLICY, rule=rule, message=message, path=path)
 

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from sandboxed_coding_agent.core import contract
 from sandboxed_coding_agent.core.errors import ConfigurationError
 from sandboxed_coding_agent.core.model import Finding
 
@@ -96,7 +97,7 @@ def settings_from_environment(environ: Mapping[str, str] = os.environ) -> Provid
                 f"{name} is not set; set {', '.join(PROVIDER_SECRET_NAMES)} "
                 "to use the OpenAI-compatible planner, or test a plan file with --plan"
             )
-        if not _is_utf8(value):
+        if not contract.is_utf8(value):
             raise ConfigurationError(
                 f"{name} is not valid UTF-8 text (it holds bytes of another encoding)"
             )
@@ -112,15 +113,6 @@ def settings_from_environment(environ: Mapping[str, str] = os.environ) -> Provid
             f"{API_KEY_ENV} contains spaces or characters that cannot be sent in an HTTP header"
         )
     return ProviderSettings(check_base_url(values[BASE_URL_ENV]), model, key)
-
-
-def _is_utf8(text: str) -> bool:
-    # Bytes that are not UTF-8 reach os.environ as lone surrogates.
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 @attrs.frozen
