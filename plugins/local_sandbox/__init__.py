@@ -2,10 +2,11 @@
 
 A run goes: prepare the seed's runtime if it has one (see :mod:`.runtime`); make
 the sandbox's control groups (where the machine allows it); hand the seed files
-over in memory; start ``launch.py``, which joins the groups, lowers the rlimits
-and becomes ``bwrap``; collect the output within bounds; kill whatever is left;
-remove the groups. Nothing is written to the host's disk: the
-workspace is a tmpfs inside the sandbox and disappears with it.
+over in memory; start ``launch.py``, which joins the groups, lowers the rlimits,
+drops to an unprivileged user if the caller is root (see :mod:`.user`) and
+becomes ``bwrap``; collect the output within bounds; kill whatever is left;
+remove the groups. Nothing is written to the host's disk: the workspace is a
+tmpfs inside the sandbox and disappears with it.
 
 See :mod:`.bwrap` for what the sandbox sees and :mod:`.limits` for how each
 limit is enforced and reported.
@@ -42,6 +43,7 @@ from .checks import LocalSandboxCheck
 from .limits import limit_hit, rlimits
 from .process import BoundedOutput, run_sandbox
 from .runtime import prepare_runtime
+from .user import bwrap_folders, sandbox_user
 
 __all__ = [
     "BoundedOutput",
@@ -125,6 +127,7 @@ class LocalSandbox:
     def _run(
         self, job: SandboxJob, sandbox_id: str, bwrap: Path, groups: SandboxGroups
     ) -> SandboxOutcome:
+        user = sandbox_user()
         if job.runtime is None:
             python, read_only = host_python()
             bin_dirs = [os.path.dirname(python)]
@@ -144,7 +147,14 @@ class LocalSandbox:
             )
             config = {
                 "cgroups": groups.procs_files,
-                "rlimits": rlimits(job, pids_group="pids" in groups.groups),
+                "rlimits": rlimits(
+                    job,
+                    pids_group="pids" in groups.groups,
+                    uid=os.getuid() if user is None else user.uid,
+                ),
+                "user": None if user is None else [user.uid, user.gid],
+                # What the sandbox user must reach to start bwrap and bind the interpreter.
+                "expose": [] if user is None else [*read_only, *bin_dirs, *bwrap_folders(bwrap)],
             }
             launcher = [sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(config), "--"]
             try:

