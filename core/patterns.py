@@ -3,13 +3,18 @@
 A pattern without wildcards names exactly one path. The dialect is
 deliberately smaller than a shell's (no ``[...]``, no braces) so that what a
 pattern matches is obvious from reading it: ``*.py`` matches ``app.py`` but not
-``tests/test_app.py``, which only ``**/*.py`` matches.
+``tests/test_app.py``, which only ``**/*.py`` matches. A ``**`` segment matches
+zero or more whole segments, or one or more at the end of a pattern: ``a/**``
+matches ``a/b`` and ``a/b/c`` but not ``a``, and ``**`` alone matches every path.
+
+Patterns come from seed folders, which are untrusted, so matching never
+backtracks: a regular expression for ``*a*a*a*a*a*a*a*a*a*a*a*a*b`` does not
+answer within minutes on a name of sixty ``a``. Here the work grows at most with
+the pattern's length times the square of the path's, whatever the pattern.
 """
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Iterable
 
 WILDCARDS = frozenset("*?")
@@ -34,26 +39,71 @@ def has_control_character(text: str) -> bool:
     return any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text)
 
 
-@functools.lru_cache(maxsize=512)
-def _regex(pattern: str) -> re.Pattern[str]:
-    pieces: list[str] = []
-    segments = pattern.split("/")
-    for index, segment in enumerate(segments):
-        last = index == len(segments) - 1
-        if segment == "**":
-            pieces.append(".*" if last else "(?:[^/]+/)*")
-            continue
-        for char in segment:
-            pieces.append("[^/]*" if char == "*" else "[^/]" if char == "?" else re.escape(char))
-        if not last:
-            pieces.append("/")
-    # DOTALL: a trailing ``**`` matches every name below, even one with a newline.
-    return re.compile("".join(pieces), re.DOTALL)
-
-
 def matches(path: str, pattern: str) -> bool:
     """Whether the relative ``path`` is matched by ``pattern`` as a whole."""
-    return _regex(pattern).fullmatch(path) is not None
+    names = path.split("/")
+    globs = pattern.split("/")
+    if "**" not in globs:
+        return len(names) == len(globs) and all(map(_name_matches, names, globs))
+    # reached[j]: the pattern's segments so far match exactly the path's first j segments.
+    # One pass per pattern segment over this table is what keeps ``**/**/...`` polynomial.
+    reached = [True] + [False] * len(names)
+    for index, glob in enumerate(globs):
+        if glob == "**" and index == len(globs) - 1:
+            # What is left of the path, from one segment on, in full: even empty names.
+            return any(reached[:-1])
+        if glob == "**":
+            # Zero or more whole segments; an empty name is no segment to skip.
+            for j, name in enumerate(names, start=1):
+                reached[j] = reached[j] or (reached[j - 1] and name != "")
+        else:
+            reached = [False] + [
+                reached[j] and _name_matches(name, glob) for j, name in enumerate(names)
+            ]
+        if not any(reached):
+            return False
+    return reached[-1]
+
+
+def _name_matches(name: str, glob: str) -> bool:
+    """Whether one path segment matches one pattern segment of ``*``, ``?`` and literals.
+
+    Greedy and never undone: each piece between stars is taken at its leftmost
+    place in the name, since a later place would only leave less of the name
+    for the pieces after it. Each place is tried as the start of at most one
+    piece, so the work is bounded by the name's length squared plus the glob's.
+    """
+    head, *pieces = glob.split("*")
+    if not pieces:
+        return len(name) == len(head) and _fits(name, 0, head)
+    tail = pieces.pop()
+    end = len(name) - len(tail)
+    if end < len(head) or not _fits(name, 0, head) or not _fits(name, end, tail):
+        return False
+    at = len(head)
+    for piece in pieces:
+        found = _find(name, piece, at, end)
+        if found < 0:
+            return False
+        at = found + len(piece)
+    return True
+
+
+def _fits(name: str, at: int, piece: str) -> bool:
+    """Whether ``piece`` (literals and ``?``) matches the name from ``at``, where it has room."""
+    if "?" not in piece:
+        return name.startswith(piece, at)
+    return all(p in ("?", c) for c, p in zip(name[at : at + len(piece)], piece, strict=True))
+
+
+def _find(name: str, piece: str, start: int, end: int) -> int:
+    """Where ``piece`` first matches within ``name[start:end]``, or -1."""
+    if "?" not in piece:
+        return name.find(piece, start, end)
+    for at in range(start, end - len(piece) + 1):
+        if _fits(name, at, piece):
+            return at
+    return -1
 
 
 def matches_any(path: str, patterns: Iterable[str]) -> bool:
