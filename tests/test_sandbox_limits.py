@@ -247,11 +247,12 @@ def test_the_agent_keeps_only_the_bounded_output_of_a_flood() -> None:
         from sandboxed_coding_agent.core.model import SandboxJob, SeedLimits
         from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
 
-        flood = "import sys\\nfor _ in range(3000): sys.stdout.write('x' * 100_000)\\n"
+        flood = "import sys\\nfor _ in range(600): sys.stdout.write('x' * 100_000)\\n"
         job = SandboxJob(
             seed="flood", files={"flood.py": flood.encode()},
             test_command=("python", "flood.py"),
-            limits=SeedLimits(max_output_bytes=12_000, output_stop_bytes=10**10),
+            # The highest stop a seed may set: 64 MiB.
+            limits=SeedLimits(max_output_bytes=12_000, output_stop_bytes=64 * 1024 * 1024),
         )
         outcome = LocalSandbox().run_test(job)
         print(outcome.exit_code, len(outcome.output),
@@ -264,7 +265,7 @@ def test_the_agent_keeps_only_the_bounded_output_of_a_flood() -> None:
     )
 
     exit_code, kept, peak_mib = map(int, done.stdout.split())
-    assert exit_code == 0  # all 300 MB went through
+    assert exit_code == 0  # all 60 MB went through
     assert kept < 13_000
     assert peak_mib < 150
 

@@ -13,7 +13,8 @@ mount an unbounded tmpfs of its own).
 What it still sees of the machine, and why that is acceptable: ``/proc`` is
 the sandbox's own (its processes only), but shows machine-wide facts such as
 ``cpuinfo``, ``meminfo``, the kernel's version and command line and the
-readable ``/proc/sys`` settings, and the host paths of what is bound in (in
+``/proc/sys`` settings (mounted read-only, like ``/proc``'s other kernel
+interfaces), and the host paths of what is bound in (in
 ``mountinfo``, and in the command line of PID 1, which is ``bwrap``). None of
 that is the caller's secret, and with no network the test's output is the only
 way out. ``/sys`` is not mounted.

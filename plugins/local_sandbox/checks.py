@@ -20,6 +20,7 @@ from sandboxed_coding_agent.core.model import Finding, SandboxJob, SeedLimits
 
 from .bwrap import ENABLE_USERNS_HINT, MIB, bwrap_executable, user_namespaces_problem
 from .cgroups import SandboxGroups
+from .user import ENVIRONMENT, SandboxUser, sandbox_user
 
 NAMESPACES = {
     "user": ["--unshare-user"],
@@ -32,15 +33,28 @@ NAMESPACES = {
 }
 
 PROBE = """\
-import json, os, resource, socket
+import errno, json, os, resource, socket
 def size(path):
     stat = os.statvfs(path)
     return stat.f_blocks * stat.f_frsize
+def attempt(path, flags):
+    try:
+        os.close(os.open(path, flags))
+    except OSError as error:
+        return errno.errorcode.get(error.errno, str(error.errno))
+    return "allowed"
+# Files only host root may read: whether the probe can tells whether it is host root.
+ROOT_ONLY = ("/proc/kpageflags", "/proc/timer_list", "/proc/slabinfo")
 print(json.dumps({
     "rlimits": {name: resource.getrlimit(getattr(resource, name))[0]
                 for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC")},
     "disk": {path: size(path) for path in ("/workspace", "/tmp", "/dev/shm")},
     "interfaces": [name for _, name in socket.if_nameindex()],
+    "root_only": {path: attempt(path, os.O_RDONLY) for path in ROOT_ONLY if os.path.exists(path)},
+    "proc_sys": {
+        "read_only": bool(os.statvfs("/proc/sys").f_flag & os.ST_RDONLY),
+        "write": attempt("/proc/sys/fs/lease-break-time", os.O_WRONLY),
+    },
 }))
 """
 
@@ -107,7 +121,42 @@ def _probe() -> dict[str, object]:
     return answer
 
 
-def _limit_findings(answer: dict[str, object], groups: SandboxGroups) -> Iterator[Finding]:
+def _user_findings(answer: dict[str, object], user: SandboxUser | None) -> Iterator[Finding]:
+    root_only = answer["root_only"]
+    proc_sys = answer["proc_sys"]
+    assert isinstance(root_only, dict)
+    assert isinstance(proc_sys, dict)
+    as_whom = f"the caller, uid {os.getuid()}" if user is None else user.describe()
+    read = sorted(path for path, result in root_only.items() if result == "allowed")
+    if read:
+        yield Finding(
+            "sandbox user",
+            ok=False,
+            detail=f"the probe, as {as_whom}, read root-only {', '.join(read)}: it is host root",
+            fix=f"set {ENVIRONMENT} to an unprivileged user",
+        )
+    else:
+        tried = ", ".join(f"{path} {result}" for path, result in sorted(root_only.items()))
+        yield Finding(
+            "sandbox user",
+            ok=True,
+            detail=f"{as_whom} on the host, never root"
+            + (f" (root-only files refused: {tried})" if tried else ""),
+        )
+    read_only = bool(proc_sys.get("read_only"))
+    yield Finding(
+        "/proc/sys",
+        ok=read_only and proc_sys.get("write") != "allowed",
+        detail=f"read-only inside (opening a sysctl for writing: {proc_sys.get('write')})"
+        if read_only
+        else f"WRITABLE inside (opening a sysctl for writing: {proc_sys.get('write')})",
+        fix=None if read_only else "report this: the sandbox must mount /proc/sys read-only",
+    )
+
+
+def _limit_findings(
+    answer: dict[str, object], groups: SandboxGroups, user: SandboxUser | None
+) -> Iterator[Finding]:
     limits = SeedLimits()  # the probe ran with the defaults
     rlimits = answer["rlimits"]
     disk = answer["disk"]
@@ -135,19 +184,19 @@ def _limit_findings(answer: dict[str, object], groups: SandboxGroups) -> Iterato
 
     if "pids" in groups.groups:
         yield Finding("limit processes", ok=True, detail="a pids cgroup with pids.max")
-    elif os.getuid() != 0 and rlimits.get("RLIMIT_NPROC") not in (None, -1):
+    elif rlimits.get("RLIMIT_NPROC") not in (None, -1):
+        whose = "your processes" if user is None else f"the processes of {user.describe()}"
         yield Finding(
             "limit processes",
             ok=True,
-            detail="RLIMIT_NPROC only, which counts all your processes "
-            f"({groups.problems['pids']})",
+            detail=f"RLIMIT_NPROC only, which counts all {whose} ({groups.problems['pids']})",
         )
     else:
         yield Finding(
             "limit processes",
             ok=False,
-            detail=f"NOT enforced: {groups.problems.get('pids')}, and root is exempt from "
-            "RLIMIT_NPROC; a fork loop is stopped only by the timeout",
+            detail=f"NOT enforced: {groups.problems.get('pids')}, and RLIMIT_NPROC was not in "
+            "force; a fork loop is stopped only by the timeout",
             fix=CGROUP_FIX,
             required=False,
         )
@@ -190,7 +239,9 @@ def _sandbox_findings() -> Iterator[Finding]:
             detail=f"a probe ran in {answer['seconds']} s; network interfaces inside: {interfaces}",
             fix=None if isolated else "the sandbox has a network: do not use it",
         )
-        yield from _limit_findings(answer, groups)
+        user = sandbox_user()
+        yield from _user_findings(answer, user)
+        yield from _limit_findings(answer, groups, user)
     finally:
         groups.kill_and_remove()
 

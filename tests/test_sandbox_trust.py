@@ -1,0 +1,337 @@
+"""The sandbox's trust boundary: whoever runs the agent, root included, a patch reaches no
+kernel setting, no root-only file, and no process of the sandbox is host root.
+
+Each hostile ``calculator.py`` makes its attempt when the test imports it, prints
+what happened, and then adds correctly, so the run passes; the verdict is taken
+on the host: the setting's value, the processes' credentials, the mounts.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+from conftest import AGENT, FIXED_CALCULATOR, AgentRun, wait_until
+
+from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome, SeedLimits
+from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
+from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox, cgroups, launch
+from sandboxed_coding_agent.plugins.local_sandbox.user import ENVIRONMENT, sandbox_user
+
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not ROOT, reason="only a root caller's sandbox changes user")
+#: A machine-wide setting any process may read and host root may write.
+SETTING = Path("/proc/sys/fs/lease-break-time")
+CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
+ROOT_ONLY = [
+    p for p in ("/proc/kpageflags", "/proc/timer_list", "/proc/slabinfo") if Path(p).exists()
+]
+
+PRELUDE = """\
+import os, sys, time
+
+
+def probe(name, attempt):
+    try:
+        value = attempt()
+    except OSError as error:
+        print(f"PROBE {name}: refused {type(error).__name__}: {error}", flush=True)
+    else:
+        print(f"PROBE {name}: succeeded {value!r}", flush=True)
+
+
+"""
+CORRECT_ADD = "\n\ndef add(left, right):\n    return left + right\n"
+
+
+def hostile(body: str) -> str:
+    return PRELUDE + textwrap.dedent(body) + CORRECT_ADD
+
+
+def run_in_process(body: str, limits: SeedLimits | None = None) -> SandboxOutcome:
+    seed = calculator_seed()
+    files = seed.read_files()
+    files["calculator.py"] = hostile(body).encode()
+    job = SandboxJob(
+        seed=seed.name,
+        files=files,
+        test_command=seed.test_command,
+        limits=limits or attrs.evolve(seed.limits, test_timeout_seconds=30),
+    )
+    return LocalSandbox().run_test(job)
+
+
+def probe_line(output: str, name: str) -> str:
+    return next(line for line in output.splitlines() if line.startswith(f"PROBE {name}: "))
+
+
+@pytest.fixture
+def host_setting() -> Iterator[str]:
+    """The host's value of SETTING, put back should a test have changed it."""
+    before = SETTING.read_text()
+    yield before
+    if SETTING.read_text() != before:
+        SETTING.write_text(before)
+
+
+def test_patch_cannot_change_a_host_kernel_setting(host_setting: str) -> None:
+    wanted = str(int(host_setting) + 1)
+
+    outcome = run_in_process(f"probe('sysctl', lambda: open('{SETTING}', 'w').write('{wanted}'))")
+
+    assert outcome.tests_passed, outcome.output
+    assert probe_line(outcome.output, "sysctl").startswith("PROBE sysctl: refused")
+    assert SETTING.read_text() == host_setting
+
+
+def test_patch_cannot_hand_the_hosts_crash_handler_a_command() -> None:
+    before = CORE_PATTERN.read_text()
+
+    outcome = run_in_process(
+        f"probe('core_pattern', lambda: open('{CORE_PATTERN}', 'w').write('|/bin/sh -c id'))"
+    )
+
+    assert outcome.tests_passed, outcome.output
+    assert probe_line(outcome.output, "core_pattern").startswith("PROBE core_pattern: refused")
+    assert CORE_PATTERN.read_text() == before
+
+
+def test_kernel_interfaces_under_proc_are_read_only_inside_for_any_caller() -> None:
+    outcome = run_in_process(
+        """
+        for name in ("sys", "sysrq-trigger", "irq", "bus"):
+            path = "/proc/" + name
+            if os.path.exists(path):
+                flags = os.statvfs(path).f_flag
+                print(f"MOUNT {path}", "read-only" if flags & os.ST_RDONLY else "WRITABLE")
+        """
+    )
+
+    assert outcome.tests_passed, outcome.output
+    mounts = [line for line in outcome.output.splitlines() if line.startswith("MOUNT ")]
+    assert "MOUNT /proc/sys read-only" in mounts
+    assert not [line for line in mounts if line.endswith("WRITABLE")], mounts
+
+
+@pytest.mark.skipif(not ROOT_ONLY, reason="this kernel has none of the root-only /proc files")
+def test_patch_cannot_read_root_only_files_under_proc() -> None:
+    outcome = run_in_process(
+        "".join(f"probe({path!r}, lambda: open({path!r}, 'rb').read(16))\n" for path in ROOT_ONLY)
+    )
+
+    assert outcome.tests_passed, outcome.output
+    for path in ROOT_ONLY:
+        assert probe_line(outcome.output, path).startswith(f"PROBE {path}: refused")
+
+
+def credentials_of(pid: int) -> dict[str, list[int]]:
+    """Real, effective, saved and filesystem uids and gids, and the groups of a host process."""
+    found: dict[str, list[int]] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("Uid", "Gid", "Groups"):
+            found[key] = [int(v) for v in value.split()]
+    return found
+
+
+def host_processes_with(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and text.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def sandbox_credentials_while_running() -> dict[int, dict[str, list[int]]]:
+    """Credentials of every host process of a running sandbox (bwrap and the test included).
+
+    The test command carries a marker, so bwrap (whose command line holds the
+    test's) and the test's processes all show it.
+    """
+    tag = f"sca-{uuid.uuid4().hex}"
+    seed = calculator_seed()
+    files = seed.read_files()
+    files["calculator.py"] = FIXED_CALCULATOR.encode()
+    job = SandboxJob(
+        seed=seed.name,
+        files=files,
+        test_command=("python", "-c", f"import time; time.sleep(3)  # {tag}"),
+        limits=attrs.evolve(seed.limits, test_timeout_seconds=30),
+    )
+    outcome: list[SandboxOutcome] = []
+    run = threading.Thread(target=lambda: outcome.append(LocalSandbox().run_test(job)))
+    run.start()
+    try:
+        assert wait_until(lambda: len(host_processes_with(tag)) >= 3, timeout=15)
+        seen = {}
+        for pid in host_processes_with(tag):
+            try:
+                seen[pid] = credentials_of(pid)
+            except OSError:
+                continue
+    finally:
+        run.join()
+    assert outcome[0].exit_code == 0, outcome[0].output
+    return seen
+
+
+def test_no_process_of_the_sandbox_is_host_root() -> None:
+    seen = sandbox_credentials_while_running()
+
+    user = sandbox_user()
+    expected = os.getuid() if user is None else user.uid
+    assert len(seen) >= 3  # bwrap outside, bwrap as the sandbox's PID 1, the test
+    for pid, credentials in seen.items():
+        assert credentials["Uid"] == [expected] * 4, (pid, credentials)
+        assert 0 not in credentials["Gid"], (pid, credentials)
+        assert 0 not in credentials["Groups"], (pid, credentials)
+
+
+@needs_root
+def test_a_root_caller_chooses_the_sandbox_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENVIRONMENT, "54321:54322")
+
+    seen = sandbox_credentials_while_running()
+
+    for pid, credentials in seen.items():
+        assert credentials["Uid"] == [54321] * 4, (pid, credentials)
+        assert credentials["Gid"] == [54322] * 4, (pid, credentials)
+        assert credentials["Groups"] == [], (pid, credentials)
+
+
+@pytest.mark.parametrize("value", ["root", "0", "0:0", "1000:0", "no-such-user-x", "a b", "-1"])
+def test_a_sandbox_user_that_cannot_be_used_is_a_configuration_error(
+    run_agent: Callable[..., AgentRun], write_plan: Callable[..., Path], value: str
+) -> None:
+    plan = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
+
+    run = run_agent("run", "--plan", str(plan), "--json", env={ENVIRONMENT: value})
+
+    assert run.returncode == 2, run.stdout + run.stderr
+    error = run.json()["error"]
+    assert error["kind"] == "configuration"
+    assert ENVIRONMENT in error["message"]
+    assert "Traceback" not in run.stderr
+
+
+def test_a_sandbox_without_a_pids_group_still_has_a_process_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As if the machine let the agent make no control group: for a root caller too, the
+    # sandbox user is not root, so RLIMIT_NPROC binds it.
+    monkeypatch.setattr(cgroups, "controllers", dict)
+
+    outcome = run_in_process(
+        """
+        started = []
+        for _ in range(200):  # the test's own bound, far above the limit
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(5)
+                os._exit(0)
+            started.append(pid)
+        """,
+        limits=SeedLimits(max_processes=16, test_timeout_seconds=30),
+    )
+
+    assert outcome.limit_hit == "processes", outcome.output
+    assert "BlockingIOError" in outcome.output
+
+
+def test_a_run_leaves_the_hosts_mounts_as_they_were() -> None:
+    before = Path("/proc/self/mountinfo").read_text()
+
+    outcome = run_in_process("pass")
+
+    assert outcome.tests_passed, outcome.output
+    assert Path("/proc/self/mountinfo").read_text() == before
+
+
+@needs_root
+def test_the_interpreter_under_a_closed_folder_is_reached_without_revealing_the_folder(
+    tmp_path: Path,
+) -> None:
+    # The agent's interpreter lives under a folder the sandbox user may not pass through
+    # (here: /root, mode 0700): the sandbox still runs it, and sees nothing else there.
+    closed = next(
+        (
+            p
+            for p in Path(sys.executable).resolve().parents
+            if p != Path("/") and not launch.may_pass(str(p), 65534, 65534)
+        ),
+        None,
+    )
+    if closed is None:
+        pytest.skip("this interpreter's folders are all open to other users")
+    canary = closed / f"canary-{uuid.uuid4().hex}"
+    canary.write_text("secret")
+    try:
+        outcome = run_in_process(f"print('LISTING', sorted(os.listdir({str(closed)!r})))")
+    finally:
+        canary.unlink()
+
+    assert outcome.tests_passed, outcome.output
+    listing = next(line for line in outcome.output.splitlines() if line.startswith("LISTING"))
+    assert canary.name not in listing
+    assert stat.S_IMODE(closed.stat().st_mode) & 0o001 == 0  # still closed on the host
+
+
+def test_closed_ancestor_is_the_highest_folder_the_user_cannot_pass(tmp_path: Path) -> None:
+    # The folders above tmp_path are open to their owner, this process's user; below, two
+    # folders are closed to their owner alone (permission bits are read owner first).
+    uid, other_gid = os.getuid(), os.getgid() + 1
+    top = tmp_path / "open"
+    deep = top / "closed" / "inner" / "closed-too" / "python"
+    deep.mkdir(parents=True)
+    (top / "closed" / "inner" / "closed-too").chmod(0o077)
+    (top / "closed").chmod(0o077)
+    try:
+        assert launch.closed_ancestor(str(deep), uid, other_gid) == str(top / "closed")
+        assert launch.closed_ancestor(str(top / "closed"), uid, other_gid) is None
+        assert not launch.may_pass(str(top / "closed"), uid, other_gid)
+        assert launch.may_pass(str(top / "closed"), uid + 1, other_gid)  # others may
+        (top / "closed").chmod(0o707)
+        assert launch.may_pass(str(top / "closed"), uid, other_gid)
+        assert not launch.may_pass(str(top / "closed"), uid + 1, os.getgid())  # the group may not
+    finally:
+        (top / "closed").chmod(0o755)
+        (top / "closed" / "inner" / "closed-too").chmod(0o755)
+
+
+def test_doctor_reports_the_sandbox_user_and_proc_sys_from_a_real_probe(
+    run_agent: Callable[..., AgentRun],
+) -> None:
+    run = run_agent("doctor", "--json")
+
+    findings = {f["item"]: f for f in run.json()["findings"]}
+    user = findings["sandbox user"]
+    assert user["ok"] is True, user
+    expected = f"uid {os.getuid()}" if not ROOT else "uid 65534"
+    assert expected in user["detail"]
+    assert findings["/proc/sys"]["ok"] is True
+    assert findings["/proc/sys"]["detail"].startswith("read-only inside")
+
+
+def test_agent_run_as_root_passes_and_leaves_no_root_process(
+    run_agent: Callable[..., AgentRun], write_plan: Callable[..., Path]
+) -> None:
+    # The whole command as a user runs it: the fix passes with the unprivileged sandbox.
+    plan = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
+
+    run = run_agent("run", "--plan", str(plan), "--json")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.json()["tests_passed"] is True
+    assert subprocess.run([str(AGENT), "--help"], capture_output=True, check=False).returncode == 0
