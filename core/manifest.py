@@ -9,17 +9,19 @@ a plugin can ship a folder seed inside its package and register the result of
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
 import stat
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import attrs
 
-from . import patterns
+from . import patterns, seed_files
 from .errors import UsageError
 from .model import ALWAYS_TEST_PATHS, SeedLimits, SeedProject, SeedRuntime
 from .serialization import describe_structure_error, structure
@@ -27,7 +29,7 @@ from .serialization import describe_structure_error, structure
 MANIFEST = "seed.toml"
 #: A folder seed is read whole and sent to the planner: keep it small.
 MAX_SEED_FILES = 500
-MAX_SEED_BYTES = 2 * 1024 * 1024
+MAX_SEED_BYTES = seed_files.MAX_SEED_BYTES
 #: A manifest is a few lines; a seed folder may come from anyone, so it is read within bounds.
 MAX_MANIFEST_BYTES = 256 * 1024
 MAX_NESTING = 16
@@ -52,6 +54,10 @@ _RUNTIME_KEYS = frozenset({"python", "requirements"})
 
 PolicyCheck = Callable[[str, Mapping[str, Any]], None]
 
+#: Whether :func:`load_seed` trusts a folder when not told: only while the plugin host
+#: runs a plugin's ``register_seeds`` hook (see :func:`reading_plugin_seeds`).
+_PLUGIN_SEEDS = contextvars.ContextVar("reading_plugin_seeds", default=False)
+
 
 class ManifestError(UsageError):
     """A ``seed.toml`` that cannot describe a seed; the message names the line and the problem."""
@@ -66,16 +72,41 @@ def looks_like_path(value: str) -> bool:
     return "/" in value or os.sep in value or value.startswith(".") or value.endswith(".toml")
 
 
+@contextlib.contextmanager
+def reading_plugin_seeds() -> Iterator[None]:
+    """While active, :func:`load_seed` trusts the folders it reads unless told otherwise.
+
+    The plugin host wraps each plugin's ``register_seeds`` hook in it: a folder a plugin
+    ships is part of an installed package, whose files installers such as
+    ``uv tool install`` hard-link from their cache, and the plugin's code runs inside
+    the agent anyway. So a plugin author never needs to pass ``untrusted``.
+    """
+    token = _PLUGIN_SEEDS.set(True)
+    try:
+        yield
+    finally:
+        _PLUGIN_SEEDS.reset(token)
+
+
 def load_seed(
-    location: str | os.PathLike[str], *, check_policy: PolicyCheck | None = None
+    location: str | os.PathLike[str],
+    *,
+    check_policy: PolicyCheck | None = None,
+    untrusted: bool | None = None,
 ) -> SeedProject:
     """Read the folder seed at ``location`` (its folder, or its ``seed.toml``).
 
     :param check_policy: called with each ``[policies.NAME]`` table so that an
         unknown policy or a bad parameter is reported with its line; it raises
         :class:`ValueError`, :class:`TypeError` or :class:`UsageError`.
+    :param untrusted: the folder may come from anyone, so a hard-linked file among the
+        seed's files is refused, now and when the files are read
+        (:attr:`SeedProject.untrusted`). ``None``: untrusted, except when a plugin's
+        ``register_seeds`` hook calls it (:func:`reading_plugin_seeds`).
     :raises ManifestError: the manifest is missing, is not TOML, or describes no valid seed.
     """
+    if untrusted is None:
+        untrusted = not _PLUGIN_SEEDS.get()
     path = Path(location)
     manifest = path if path.name == MANIFEST or path.is_file() else path / MANIFEST
     text = _read_manifest(manifest)
@@ -87,7 +118,7 @@ def load_seed(
         raise ManifestError(f"{manifest}: values are nested too deeply") from None
     if _nested_deeper(data, MAX_NESTING):
         raise ManifestError(f"{manifest}: values are nested too deeply")
-    return _Reader(manifest, text).seed(data, check_policy)
+    return _Reader(manifest, text, untrusted).seed(data, check_policy)
 
 
 def _read_manifest(manifest: Path) -> str:
@@ -138,6 +169,7 @@ def _toml_problem(message: str) -> str:
 class _Reader:
     manifest: Path
     text: str
+    untrusted: bool
     lines: dict[tuple[str, ...], int] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -195,6 +227,7 @@ class _Reader:
                 test_paths=tests,
                 policies=policies,
                 runtime=runtime,
+                untrusted=self.untrusted,
             )
         except (ValueError, TypeError) as error:  # the checks above should leave nothing here
             raise ManifestError(f"{self.manifest}: {error}") from None
@@ -256,7 +289,18 @@ class _Reader:
             chosen.update(dict.fromkeys(hits))
         if len(chosen) > MAX_SEED_FILES:
             raise self.fail(("files",), f"{len(chosen)} files; a seed has at most {MAX_SEED_FILES}")
-        size = sum((root / path).stat().st_size for path in chosen)
+        size = 0
+        for path in chosen:
+            try:
+                # lstat: the chosen files are no links, and the size of what one points to
+                # is none of the seed's business.
+                info = (root / path).lstat()
+            except OSError as error:
+                raise self.fail(("files",), f"{path!r}: cannot be read: {error.strerror}") from None
+            if self.untrusted and info.st_nlink != 1:
+                problem = seed_files.hard_link_problem(path, info.st_nlink)
+                raise self.fail(("files",), f"{path!r}: {problem}")
+            size += info.st_size
         if size > MAX_SEED_BYTES:
             raise self.fail(("files",), f"{size} bytes in all; a seed has at most {MAX_SEED_BYTES}")
         return tuple(sorted(chosen))

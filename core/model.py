@@ -16,7 +16,7 @@ from types import MappingProxyType
 import attrs
 from attrs import validators as v
 
-from . import patterns
+from . import patterns, seed_files
 
 #: Files that steer a test run (pytest's conftest and configuration), so they count as
 #: test files in every seed: a plan that could rewrite them could fake any test result.
@@ -164,6 +164,9 @@ class SeedProject:
         (an empty mapping keeps the policy's defaults).
     :ivar runtime: the Python and packages the test needs; ``None``: the agent's own
         Python and its standard library.
+    :ivar untrusted: the files come from a folder of unknown origin (one named on the
+        command line), so a hard-linked file, which could be any file of this machine,
+        is refused too. Symbolic links, FIFOs and devices are refused for every seed.
     """
 
     name: str = attrs.field(validator=v.matches_re(r"[a-z0-9][a-z0-9._-]{0,63}"))
@@ -179,6 +182,7 @@ class SeedProject:
         factory=dict, converter=_frozen_parameters
     )
     runtime: SeedRuntime | None = None
+    untrusted: bool = False
 
     @editable_paths.validator
     def _editable_paths_are_files(self, _: attrs.Attribute[object], value: tuple[str, ...]) -> None:
@@ -205,8 +209,13 @@ class SeedProject:
         return tuple(f for f in self.files if patterns.matches_any(f, self.editable_paths))
 
     def read_files(self) -> dict[str, bytes]:
-        """Read every file of the seed; nothing is ever written back."""
-        return {path: (self.root / path).read_bytes() for path in self.files}
+        """Read every file of the seed, never following a link; nothing is ever written back.
+
+        :raises ~sandboxed_coding_agent.core.seed_files.SeedFileError: a file is a link,
+            a FIFO or a device, changed while it was read, or (when :attr:`untrusted`)
+            is a hard link.
+        """
+        return seed_files.read_seed_files(self.root, self.files, untrusted=self.untrusted)
 
 
 @attrs.frozen

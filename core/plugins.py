@@ -225,7 +225,10 @@ class PluginHost:
             if self.manager.is_blocked(name):
                 continue
             try:
-                plugin = entry_point.load()
+                # A folder seed the plugin reads as it is imported is its own, as in
+                # register_seeds.
+                with manifest.reading_plugin_seeds():
+                    plugin = entry_point.load()
             except (Exception, SystemExit) as error:  # a broken plugin must not break the CLI
                 self._problem(name, f"could not be loaded: {type(error).__name__}: {error}")
                 continue
@@ -263,7 +266,10 @@ class PluginHost:
                     found[name] = Registered(item, _plugin)
 
             try:
-                returned = impl.function(**{argument: register for argument in impl.argnames})
+                # A folder seed a plugin reads with load_seed is part of the installed
+                # package (whose files installers hard-link), not a folder of unknown origin.
+                with manifest.reading_plugin_seeds():
+                    returned = impl.function(**{argument: register for argument in impl.argnames})
             except (Exception, SystemExit) as error:  # a broken plugin must not break the CLI
                 self._problem(plugin, f"failed in {hook_name}: {type(error).__name__}: {error}")
                 continue
@@ -281,7 +287,10 @@ class PluginHost:
         :raises UsageError: no such seed, or the folder's ``seed.toml`` is invalid.
         """
         if manifest.looks_like_path(name):
-            return manifest.load_seed(name, check_policy=self.check_policy_parameters)
+            # A folder named on the command line may come from anyone (a downloaded tarball).
+            return manifest.load_seed(
+                name, check_policy=self.check_policy_parameters, untrusted=True
+            )
         return _pick(self.seeds, name, "seed", "agent seeds list").item
 
     def seed_source(self, name: str) -> str:
