@@ -42,7 +42,15 @@ from .errors import (
     Rejection,
     UsageError,
 )
-from .model import Finding, PatchPlan, PlannerOptions, RunResult, SeedLimits
+from .model import (
+    LIMIT_CEILINGS,
+    Finding,
+    LimitError,
+    PatchPlan,
+    PlannerOptions,
+    RunResult,
+    SeedLimits,
+)
 from .plugins import PluginHost, disabled_from_environment
 from .serialization import to_jsonable
 
@@ -288,7 +296,8 @@ def _fail(
     error: AgentError, as_json: bool, show_traceback: BaseException | None = None
 ) -> NoReturn:
     if show_traceback is not None:
-        traceback.print_exception(show_traceback, file=sys.stderr)
+        # Escaped like every other message: a traceback quotes the input that caused it.
+        sys.stderr.write(_for_terminal("".join(traceback.format_exception(show_traceback))))
     if as_json:
         # When stdout itself failed (a full disk), the message on stderr has to do.
         with contextlib.suppress(OSError):
@@ -332,7 +341,10 @@ def _read_plan_file(path: Path) -> PatchPlan:
 def _limits_with(limits: SeedLimits, **overrides: Any) -> SeedLimits:
     """The seed's limits with the ones given on the command line instead."""
     given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
-    return attrs.evolve(limits, **given)
+    try:
+        return attrs.evolve(limits, **given)
+    except LimitError as error:  # the options' own ranges should leave nothing here
+        raise UsageError(str(error)) from None
 
 
 def _has_record(task_id: str) -> bool:
@@ -416,27 +428,51 @@ def run(
     runner: Annotated[str, typer.Option(help="Test runner (sandbox).")] = "local",
     test_timeout: Annotated[
         float | None,
-        typer.Option(min=0.1, help="Seconds the test may run (default: the seed's, 60)."),
+        typer.Option(
+            min=0.1,
+            max=LIMIT_CEILINGS["test_timeout_seconds"],
+            help="Seconds the test may run (default: the seed's, 60).",
+        ),
     ] = None,
     memory_mb: Annotated[
         int | None,
-        typer.Option(min=32, help="MiB of memory the test may use (default: the seed's, 512)."),
+        typer.Option(
+            min=32,
+            max=LIMIT_CEILINGS["memory_mb"],
+            help="MiB of memory the test may use (default: the seed's, 512).",
+        ),
     ] = None,
     max_processes: Annotated[
         int | None,
-        typer.Option(min=8, help="Processes the sandbox may hold (default: the seed's, 256)."),
+        typer.Option(
+            min=8,
+            max=LIMIT_CEILINGS["max_processes"],
+            help="Processes the sandbox may hold (default: the seed's, 256).",
+        ),
     ] = None,
     cpu_seconds: Annotated[
         float | None,
-        typer.Option(min=0.1, help="CPU seconds per test process (default: the seed's, 60)."),
+        typer.Option(
+            min=0.1,
+            max=LIMIT_CEILINGS["cpu_seconds"],
+            help="CPU seconds per test process (default: the seed's, 60).",
+        ),
     ] = None,
     max_file_mb: Annotated[
         int | None,
-        typer.Option(min=1, help="Largest file the test may write, MiB (default: the seed's, 64)."),
+        typer.Option(
+            min=1,
+            max=LIMIT_CEILINGS["max_file_mb"],
+            help="Largest file the test may write, MiB (default: the seed's, 64).",
+        ),
     ] = None,
     disk_mb: Annotated[
         int | None,
-        typer.Option(min=1, help="MiB the test may write, per folder (default: the seed's, 128)."),
+        typer.Option(
+            min=1,
+            max=LIMIT_CEILINGS["disk_mb"],
+            help="MiB the test may write, per folder (default: the seed's, 128).",
+        ),
     ] = None,
     provider_timeout: Annotated[
         float,

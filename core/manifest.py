@@ -23,7 +23,7 @@ import attrs
 
 from . import patterns, seed_files
 from .errors import UsageError
-from .model import ALWAYS_TEST_PATHS, SeedLimits, SeedProject, SeedRuntime
+from .model import ALWAYS_TEST_PATHS, LimitError, SeedLimits, SeedProject, SeedRuntime
 from .serialization import describe_structure_error, structure
 
 MANIFEST = "seed.toml"
@@ -308,6 +308,14 @@ class _Reader:
     def limits(self, table: object) -> SeedLimits:
         if not isinstance(table, dict):
             raise self.fail(("limits",), "must be a table")
+        fields = attrs.fields_dict(SeedLimits)
+        for key, value in table.items():
+            # Checked one by one first, so that a value off its bounds is shown at its line.
+            if key in fields and isinstance(value, int | float) and not isinstance(value, bool):
+                try:
+                    fields[key].validator(None, fields[key], value)  # type: ignore[misc]
+                except LimitError as error:
+                    raise self.fail(("limits", key), str(error)) from None
         try:
             return structure(table, SeedLimits)
         except Exception as error:  # cattrs raises a tree of ordinary exceptions

@@ -8,10 +8,12 @@ planner or a runner may live in another process or on another machine.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import attrs
 from attrs import validators as v
@@ -69,6 +71,52 @@ class PatchPlan:
         return tuple(f.path for f in self.files)
 
 
+#: The highest value a seed (folder or plugin) or a command-line option may give each
+#: limit. A seed folder may come from anyone: it may tighten a limit, never lift the
+#: sandbox's bounds off the machine running it.
+LIMIT_CEILINGS: Mapping[str, int] = MappingProxyType(
+    {
+        "max_files": 50,
+        "max_total_bytes": 1024 * 1024,
+        "max_path_chars": 1024,
+        "test_timeout_seconds": 3600,
+        "max_output_bytes": 1024 * 1024,
+        "memory_mb": 4096,
+        "max_processes": 1024,
+        "cpu_seconds": 3600,
+        "max_file_mb": 1024,
+        "disk_mb": 1024,
+        "output_stop_bytes": 64 * 1024 * 1024,
+    }
+)
+
+
+class LimitError(ValueError):
+    """A limit that is not a finite number within its bounds; the message names it."""
+
+
+def _within(low: float, *, above: bool = False) -> Callable[[object, Any, float], None]:
+    """A validator: at least ``low`` (more than ``low`` when ``above``), finite, at most the
+    attribute's ceiling in :data:`LIMIT_CEILINGS`."""
+
+    def check(_: object, attribute: Any, value: float) -> None:
+        ceiling = LIMIT_CEILINGS[attribute.name]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"{attribute.name} must be a number, not {value!r}")
+        if not math.isfinite(value):
+            raise LimitError(f"{attribute.name} = {value!r} is not a finite number")
+        if value < low or (above and value == low):
+            bound = f"more than {low}" if above else f"at least {low}"
+            raise LimitError(f"{attribute.name} = {value!r} is too small: it must be {bound}")
+        if value > ceiling:
+            raise LimitError(
+                f"{attribute.name} = {value!r} is above its ceiling of {ceiling}; "
+                "a seed or an option may lower a limit, or raise it up to the ceiling"
+            )
+
+    return check
+
+
 @attrs.frozen
 class SeedLimits:
     """Bounds that apply to plans for a seed and to the sandbox that tests them.
@@ -87,19 +135,22 @@ class SeedLimits:
 
     The limits after ``max_output_bytes`` bound the sandbox; runners enforce
     what their machine allows (``agent doctor`` says which, for the local one).
+    Every limit has a ceiling (:data:`LIMIT_CEILINGS`) and must be finite: a
+    value above it cannot be constructed, so no seed and no option can lift
+    a bound off the machine.
     """
 
-    max_files: int = attrs.field(default=3, validator=v.ge(1))
-    max_total_bytes: int = attrs.field(default=12_000, validator=v.ge(1))
-    max_path_chars: int = attrs.field(default=160, validator=v.ge(1))
-    test_timeout_seconds: float = attrs.field(default=60.0, validator=v.gt(0))
-    max_output_bytes: int = attrs.field(default=12_000, validator=v.ge(256))
-    memory_mb: int = attrs.field(default=512, validator=v.ge(32))
-    max_processes: int = attrs.field(default=256, validator=v.ge(8))
-    cpu_seconds: float = attrs.field(default=60.0, validator=v.gt(0))
-    max_file_mb: int = attrs.field(default=64, validator=v.ge(1))
-    disk_mb: int = attrs.field(default=128, validator=v.ge(1))
-    output_stop_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=v.ge(256))
+    max_files: int = attrs.field(default=3, validator=_within(1))
+    max_total_bytes: int = attrs.field(default=12_000, validator=_within(1))
+    max_path_chars: int = attrs.field(default=160, validator=_within(1))
+    test_timeout_seconds: float = attrs.field(default=60.0, validator=_within(0, above=True))
+    max_output_bytes: int = attrs.field(default=12_000, validator=_within(256))
+    memory_mb: int = attrs.field(default=512, validator=_within(32))
+    max_processes: int = attrs.field(default=256, validator=_within(8))
+    cpu_seconds: float = attrs.field(default=60.0, validator=_within(0, above=True))
+    max_file_mb: int = attrs.field(default=64, validator=_within(1))
+    disk_mb: int = attrs.field(default=128, validator=_within(1))
+    output_stop_bytes: int = attrs.field(default=8 * 1024 * 1024, validator=_within(256))
 
 
 #: A requirement of a package from the index: a name, then extras, versions and markers,

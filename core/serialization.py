@@ -11,6 +11,8 @@ import cattrs
 import cattrs.v
 from cattrs.cols import homogenous_tuple_structure_factory
 
+from .model import LimitError
+
 T = TypeVar("T")
 
 converter = cattrs.Converter(forbid_extra_keys=True)
@@ -87,6 +89,8 @@ def describe_structure_error(error: Exception, root: str = "$") -> list[str]:
 
 def _format_exception(error: BaseException, cls: type | None) -> str:
     if isinstance(error, TypeError) and str(error).startswith("expected "):
+        return str(error)
+    if isinstance(error, LimitError):
         return str(error)
     return cattrs.v.format_exception(error, cls)
 

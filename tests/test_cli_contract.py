@@ -236,6 +236,23 @@ def test_debug_adds_the_traceback_and_keeps_the_exit_code_and_json(
     assert "Traceback" in usage.stderr
 
 
+def test_debug_tracebacks_show_control_characters_escaped(
+    run_agent: RunAgent, tmp_path: Path
+) -> None:
+    # A seed folder's key holding terminal escapes is quoted by the error, and so by the
+    # traceback: neither may clear the screen or repaint what the reader sees.
+    folder = tmp_path / "seed"
+    folder.mkdir()
+    (folder / "seed.toml").write_text('name = "x"\n"\\u001b[2J\\u001b[31mevil" = 1\n')
+
+    run = run_agent("--debug", "seeds", "show", str(folder))
+
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "Traceback" in run.stderr
+    assert "\x1b" not in run.stderr
+    assert "\\x1b[2J\\x1b[31mevil: unknown key" in run.stderr
+
+
 # --- text that is not UTF-8 --------------------------------------------------------------------
 
 

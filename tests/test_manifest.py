@@ -259,9 +259,12 @@ def test_conftest_is_a_test_file_even_when_the_manifest_does_not_say_so(tmp_path
 def test_limits_are_checked_by_name_and_type(tmp_path: Path) -> None:
     good = load_seed(make_seed(tmp_path, MANIFEST + "[limits]\nmax_files = 1\n"))
     assert good.limits.max_files == 1
-    message = problem(tmp_path, MANIFEST + "\n[limits]\nmax_files = 0\nmax_bytes = 5\n")
+    message = problem(tmp_path, MANIFEST + "\n[limits]\nmax_files = 1\nmax_bytes = 5\n")
     assert message.startswith("line 9: limits: ")
     assert "max_bytes" in message
+    # A value off its bounds is shown at its own line.
+    message = problem(tmp_path, MANIFEST + "\n[limits]\nmax_bytes = 5\nmax_files = 0\n")
+    assert message == "line 11: limits.max_files: max_files = 0 is too small: it must be at least 1"
 
 
 def test_policies_are_switched_on_with_their_parameters(tmp_path: Path) -> None:
