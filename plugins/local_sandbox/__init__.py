@@ -35,6 +35,7 @@ from .bwrap import (
     build_command,
     bwrap_executable,
     host_python,
+    host_site_folders,
     user_namespaces_problem,
     workspace_path,
 )
@@ -128,9 +129,11 @@ class LocalSandbox:
         self, job: SandboxJob, sandbox_id: str, bwrap: Path, groups: SandboxGroups
     ) -> SandboxOutcome:
         user = sandbox_user()
+        hide: list[str] = []
         if job.runtime is None:
             python, read_only = host_python()
             bin_dirs = [os.path.dirname(python)]
+            hide = host_site_folders()
         else:
             runtime = prepare_runtime(job.runtime)
             python, read_only, bin_dirs = runtime.python, list(runtime.read_only), [runtime.bin_dir]
@@ -144,6 +147,7 @@ class LocalSandbox:
                 python=python,
                 bin_dirs=bin_dirs,
                 read_only=read_only,
+                hide=hide,
             )
             config = {
                 "cgroups": groups.procs_files,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import site
 import sys
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
@@ -120,6 +121,30 @@ def host_python() -> tuple[str, list[str]]:
     return interpreter, installation_folders(interpreter, [sys.base_prefix, sys.base_exec_prefix])
 
 
+def host_site_folders() -> list[str]:
+    """The folders of the agent's interpreter where packages are installed globally.
+
+    A seed without a runtime is promised the standard library only. Hiding
+    these folders (rather than starting Python without ``site``) keeps every
+    way of starting Python inside alike, ``python -m unittest`` from the project
+    folder and a subprocess of the test included, and none of them sees a host
+    package or runs a host ``.pth`` file: the result does not depend on what
+    happens to be installed on the machine. ``site`` answers for any layout
+    (pyenv's ``site-packages``, a distribution's ``dist-packages``, a
+    ``--prefix`` install); the user's own site folder is never bound.
+    """
+    found = site.getsitepackages([sys.base_prefix, sys.base_exec_prefix])
+    return sorted({os.path.realpath(f) for f in found if os.path.isdir(f)})
+
+
+def hidden(folders: Sequence[str]) -> list[str]:
+    """Cover each folder with an empty, read-only tmpfs inside the sandbox."""
+    args: list[str] = []
+    for folder in folders:
+        args += ["--perms", "0555", "--size", "4096", "--tmpfs", folder, "--remount-ro", folder]
+    return args
+
+
 def read_only_binds(folders: Sequence[str]) -> list[str]:
     args: list[str] = []
     for folder in sorted(set(folders)):
@@ -151,6 +176,7 @@ def build_command(
     python: str,
     bin_dirs: Sequence[str],
     read_only: Sequence[str],
+    hide: Sequence[str] = (),
 ) -> list[str]:
     """The full ``bwrap`` argv for ``job``.
 
@@ -158,6 +184,7 @@ def build_command(
     :param python: the interpreter a leading ``python`` in the test command means.
     :param bin_dirs: folders put first on the sandbox's ``PATH``.
     :param read_only: host folders bound read-only at the same path (interpreter, runtime).
+    :param hide: folders inside those that the sandbox sees empty (global site-packages).
     """
     test_command = list(job.test_command)
     if any("\0" in argument for argument in test_command):
@@ -188,6 +215,7 @@ def build_command(
         "--size", size, "--tmpfs", "/dev/shm",  # noqa: S108 - the sandbox's own
         *_system_mounts(),
         *read_only_binds(read_only),
+        *hidden(hide),
         "--size", size, "--tmpfs", WORKSPACE,
         *copies,
         "--remount-ro", "/dev",
