@@ -96,9 +96,13 @@ def test_patch_cannot_change_a_host_kernel_setting(host_setting: str) -> None:
 def test_patch_cannot_hand_the_hosts_crash_handler_a_command() -> None:
     before = CORE_PATTERN.read_text()
 
-    outcome = run_in_process(
-        f"probe('core_pattern', lambda: open('{CORE_PATTERN}', 'w').write('|/bin/sh -c id'))"
-    )
+    try:
+        outcome = run_in_process(
+            f"probe('core_pattern', lambda: open('{CORE_PATTERN}', 'w').write('|/bin/sh -c id'))"
+        )
+    finally:
+        if CORE_PATTERN.read_text() != before:
+            CORE_PATTERN.write_text(before)
 
     assert outcome.tests_passed, outcome.output
     assert probe_line(outcome.output, "core_pattern").startswith("PROBE core_pattern: refused")
