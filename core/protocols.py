@@ -193,6 +193,14 @@ class Runner(Protocol):
         before returning or raising, also on ``KeyboardInterrupt``. Give each
         sandbox a new ID.
 
+        What the test may import is part of the result: with no
+        ``job.runtime``, it gets its interpreter's standard library and the
+        job's files only (the local runner hides the interpreter's global
+        site folders); with one, that runtime and nothing more. A remote
+        runner whose image adds packages to every sandbox must say so in its
+        description and documentation, since a seed may then pass there and
+        fail elsewhere.
+
         :param job: the files with the replacement applied, the test command,
             the limits and the runtime the test needs.
         :returns: the outcome: a test that fails, times out or hits a limit is

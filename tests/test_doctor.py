@@ -31,6 +31,7 @@ EVERY_ITEM = {
     "sandbox",
     "sandbox user",
     "/proc/sys",
+    "stdlib seeds",
     "limit timeout",
     "limit output",
     "limit memory",

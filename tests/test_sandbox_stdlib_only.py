@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
 import pytest
+from conftest import AgentRun
 
 from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
@@ -126,3 +127,13 @@ def test_a_subprocess_of_the_test_sees_the_standard_library_only_too() -> None:
     assert outcome.tests_passed, outcome.output
     seen = next(line for line in outcome.output.splitlines() if line.startswith("SEEN"))
     assert seen == f"SEEN {[[] for _ in folders]}"
+
+
+def test_doctor_lists_nothing_a_stdlib_seed_could_import_beyond_the_standard_library(
+    run_agent: Callable[..., AgentRun],
+) -> None:
+    run = run_agent("doctor", "--json")
+
+    finding = next(f for f in run.json()["findings"] if f["item"] == "stdlib seeds")
+    assert finding["ok"] is True, finding
+    assert finding["detail"].endswith("the standard library and its own files only")

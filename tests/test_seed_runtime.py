@@ -35,6 +35,7 @@ from sandboxed_coding_agent.core.model import (
     SeedRuntime,
 )
 from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
+from sandboxed_coding_agent.plugins.local_sandbox.bwrap import host_site_folders
 from sandboxed_coding_agent.plugins.local_sandbox.runtime import (
     cache_root,
     installer_environment,
@@ -384,3 +385,26 @@ def test_a_package_with_a_module_that_does_not_compile_still_installs(
     prepared = prepare_runtime(SeedRuntime(requirements=("sca-uncompilable",)))
 
     assert list(prepared.root.glob("lib/python*/site-packages/sca_uncompilable/__init__.py"))
+
+
+def test_a_runtime_seed_cannot_import_what_the_agents_interpreter_has_installed(
+    runtime_cache: Path, pytest_seed: SeedProject
+) -> None:
+    folder = next((Path(f) for f in host_site_folders() if os.access(f, os.W_OK)), None)
+    if folder is None:
+        pytest.skip("this user may not write the interpreter's site folder to plant a package")
+    name = f"sca_host_only_{os.getpid()}"
+    (folder / f"{name}.py").write_text("PLANTED = True\n")
+    (folder / f"{name}.pth").write_text(f"import os; os.environ['{name.upper()}'] = 'ran'\n")
+    probe = (
+        f"import os\nassert '{name.upper()}' not in os.environ, 'a host .pth file ran'\n"
+        f"try:\n    import {name}\nexcept ImportError:\n    pass\n"
+        "else:\n    raise AssertionError('a host package was imported')\n"
+    )
+    try:
+        result = run(pytest_seed, probe + FIXED)
+    finally:
+        (folder / f"{name}.py").unlink()
+        (folder / f"{name}.pth").unlink()
+
+    assert result.tests_passed, result.test_output

@@ -33,7 +33,7 @@ NAMESPACES = {
 }
 
 PROBE = """\
-import errno, json, os, resource, socket
+import errno, json, os, pkgutil, resource, socket, sys, sysconfig
 def size(path):
     stat = os.statvfs(path)
     return stat.f_blocks * stat.f_frsize
@@ -45,7 +45,16 @@ def attempt(path, flags):
     return "allowed"
 # Files only host root may read: whether the probe can tells whether it is host root.
 ROOT_ONLY = ("/proc/kpageflags", "/proc/timer_list", "/proc/slabinfo")
+# What a seed without a runtime could import besides the standard library and its files.
+STDLIB = {sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib"), os.getcwd(), ""}
+EXTRA = sorted(
+    module.name
+    for entry in sys.path
+    if entry not in STDLIB and not entry.endswith((".zip", "lib-dynload"))
+    for module in pkgutil.iter_modules([entry])
+)
 print(json.dumps({
+    "importable": EXTRA,
     "rlimits": {name: resource.getrlimit(getattr(resource, name))[0]
                 for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC")},
     "disk": {path: size(path) for path in ("/workspace", "/tmp", "/dev/shm")},
@@ -241,6 +250,17 @@ def _sandbox_findings() -> Iterator[Finding]:
         )
         user = sandbox_user()
         yield from _user_findings(answer, user)
+        importable = answer["importable"]
+        assert isinstance(importable, list)
+        yield Finding(
+            "stdlib seeds",
+            ok=not importable,
+            detail="a seed without a runtime can import the standard library and its own "
+            "files only"
+            if not importable
+            else f"a seed without a runtime can also import: {', '.join(importable[:20])}",
+            fix=None if not importable else "report this: the interpreter's site folders leak",
+        )
         yield from _limit_findings(answer, groups, user)
     finally:
         groups.kill_and_remove()
