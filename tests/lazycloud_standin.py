@@ -785,6 +785,11 @@ class ControlPlane:
                 rf"apps/(?P<app>{segment})/workloads/function/(?P<name>{segment})/tasks",
                 self._submit_tasks,
             ),
+            (
+                "POST",
+                rf"apps/(?P<app>{segment})/workloads/function/(?P<name>{segment})/run",
+                self._run_function,
+            ),
             ("GET", r"tasks", self._list_tasks),
             ("POST", r"tasks/wait", self._wait_tasks),
             ("GET", rf"tasks/(?P<task_id>{segment})", self._get_task),
@@ -1057,36 +1062,55 @@ class ControlPlane:
 
     def _submit_tasks(self, request: RecordedRequest, app: str, name: str) -> tuple[int, Any]:
         body = request.json()
+        tasks = [self._admit(app, name, body.get("release_id"), item) for item in body["inputs"]]
+        return 200, {"tasks": [task.view() for task in tasks]}
+
+    def _run_function(self, request: RecordedRequest, app: str, name: str) -> tuple[int, Any]:
+        """``POST .../run`` (what ``fn.remote()`` sends): the task's events as NDJSON.
+
+        Sent whole once the task finished or the wait passed, not line by line.
+        """
+        body = request.json()
+        task = self._admit(app, name, body.get("release_id"), body["input"])
+        admitted = task.view()
+        task.done.wait(min(float(request.query.get("wait_seconds", 60)), MAX_HOLD_SECONDS))
+        events: list[dict[str, Any]] = [{"task": admitted}]
+        events += [{"log": entry} for entry in self._log_entries(task)]
+        final: dict[str, Any] = {"task": task.view()}
+        if task.status == "succeeded":
+            final["result"] = self._result_payload(task)
+        events.append(final)
+        return 200, _NdJson(b"".join(json.dumps(event).encode() + b"\n" for event in events))
+
+    def _admit(
+        self, app: str, name: str, release_id: str | None, task_input: dict[str, Any]
+    ) -> TaskRecord:
         with self._lock:
-            release_id = body.get("release_id")
             if release_id is not None:
                 release = self.releases.get(release_id)
                 if release is None or release.app != app or release.name != name:
                     raise _ApiFailure(404, "not_found", f"release {release_id} not found")
             else:
                 release = self._active_workload(app, name).release
-            views = []
-            for task_input in body["inputs"]:
-                if task_input.get("encoding") != "cloudpickle":
-                    raise _ApiFailure(400, "unsupported", "the stand-in takes cloudpickle input")
-                policy = release.spec.get("retry_policy") or {}
-                task = TaskRecord(
-                    id=str(uuid.uuid4()),
-                    app=app,
-                    function=name,
-                    release=release,
-                    input_data=base64.b64decode(task_input["data"]),
-                    created_at=_now(),
-                    max_attempts=int(policy.get("max_attempts", 1)),
-                )
-                self.tasks[task.id] = task
-                injected = self.injected_failures.get(name)
-                failure = injected.pop(0) if injected else None
-                threading.Thread(
-                    target=self._run_task, args=(task, failure), name=f"task-{task.id}", daemon=True
-                ).start()
-                views.append(task.view())
-        return 200, {"tasks": views}
+            if task_input.get("encoding") != "cloudpickle":
+                raise _ApiFailure(400, "unsupported", "the stand-in takes cloudpickle input")
+            policy = release.spec.get("retry_policy") or {}
+            task = TaskRecord(
+                id=str(uuid.uuid4()),
+                app=app,
+                function=name,
+                release=release,
+                input_data=base64.b64decode(task_input["data"]),
+                created_at=_now(),
+                max_attempts=int(policy.get("max_attempts", 1)),
+            )
+            self.tasks[task.id] = task
+            injected = self.injected_failures.get(name)
+            failure = injected.pop(0) if injected else None
+        threading.Thread(
+            target=self._run_task, args=(task, failure), name=f"task-{task.id}", daemon=True
+        ).start()
+        return task
 
     def _run_task(self, task: TaskRecord, injected: InjectedFailure | None) -> None:
         try:
@@ -1234,14 +1258,11 @@ class ControlPlane:
         ]
         return 200, {"tasks": found[: int(query.get("limit", 100))]}
 
-    def _get_task_logs(self, request: RecordedRequest, task_id: str) -> tuple[int, Any]:
-        task = self._task(task_id)
-        if request.query.get("follow") == "true":
-            task.done.wait(MAX_HOLD_SECONDS)
+    def _log_entries(self, task: TaskRecord, after: int = 0) -> list[dict[str, Any]]:
+        """The task's output as LogEntry objects, stdout lines then stderr lines."""
         lines = [("stdout", line) for line in task.stdout.splitlines()]
         lines += [("stderr", line) for line in task.stderr.splitlines()]
-        after = int(request.query.get("after", 0))
-        entries = [
+        return [
             {
                 "id": n,
                 "task_id": task.id,
@@ -1253,6 +1274,15 @@ class ControlPlane:
             for n, (stream, data) in enumerate(lines, start=1)
             if n > after
         ]
+
+    def _get_task_logs(self, request: RecordedRequest, task_id: str) -> tuple[int, Any]:
+        task = self._task(task_id)
+        if request.query.get("follow") == "true":
+            task.done.wait(MAX_HOLD_SECONDS)
+        entries = self._log_entries(task, after=int(request.query.get("after", 0)))
+        tail = request.query.get("tail")
+        if tail is not None:
+            entries = entries[-int(tail) :] if int(tail) else []
         return 200, _NdJson(b"".join(json.dumps(entry).encode() + b"\n" for entry in entries))
 
     def _cancel_task(self, request: RecordedRequest, task_id: str) -> tuple[int, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ APP = "sca_standin_test"
 
 PLANNER_SOURCE = """
 import os
+import subprocess
 
 from lazycloud import App
 
@@ -401,3 +403,59 @@ def test_nothing_the_sdk_asked_for_went_unserved(
 
     DeploymentClient().submit("plan-patch", 1, 1).result(wait=True)
     assert lazycloud_sdk.unhandled == []
+
+
+def test_laptop_spawn_and_remote_run_on_a_working_tree_release(
+    lazycloud_sdk: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lazycloud import Secret
+
+    Secret("SCA_STANDIN_KEY").set("sk-standin-planner-key")
+    module, source = _declare_app(tmp_path, monkeypatch)
+    monkeypatch.chdir(source)  # a laptop call zips the current directory
+
+    call = module.plan_patch.spawn(20, 22)
+    assert call.get(timeout_seconds=20)["value"] == 42
+    assert module.plan_patch.remote(1, 2)["key"] == "sk-standin-planner-key"
+
+    assert lazycloud_sdk.workloads == {}
+    release_ids = {r.json()["release_id"] for r in lazycloud_sdk.requests_to("POST", r"/tasks$")}
+    assert [lazycloud_sdk.releases[i].version for i in release_ids] == [None]
+    assert lazycloud_sdk.requests_to("POST", r"/workloads/function/plan-patch/run$")
+
+
+def test_sandbox_files_can_be_listed_and_downloaded(
+    lazycloud_sdk: ControlPlane, tmp_path: Path
+) -> None:
+    from lazycloud import App
+
+    instance = App(APP).sandbox(name="test-patch").create(timeout_seconds=10)
+    instance.run(["python", "-c", "open('report.txt', 'w').write('1 passed')"], timeout_seconds=20)
+    assert [f.name for f in instance.fs.list_files("/workspace")] == ["report.txt"]
+    instance.fs.download_file("/workspace/report.txt", tmp_path / "report.txt")
+    assert (tmp_path / "report.txt").read_text() == "1 passed"
+    instance.terminate()
+
+
+def test_server_error_once_fails_one_secret_call_only(lazycloud_sdk: ControlPlane) -> None:
+    from lazycloud import Secret
+    from lazycloud.abstractions.secret import SecretOperationError
+
+    lazycloud_sdk.fail("PUT", r"/secrets/SCA_PROVIDER_KEY$", status=500, times=1)
+    with pytest.raises(SecretOperationError, match="HTTP 500"):
+        Secret("SCA_PROVIDER_KEY").set("value")
+    Secret("SCA_PROVIDER_KEY").set("value")
+    assert lazycloud_sdk.secrets == {"SCA_PROVIDER_KEY": "value"}
+
+
+def test_sdk_in_a_child_process_reaches_the_stand_in(
+    lazycloud_env: dict[str, str], control_plane: ControlPlane
+) -> None:
+    code = "from lazycloud import Secret; Secret('SCA_CHILD').set('from-child')"
+    subprocess.run(
+        [sys.executable, "-c", code],
+        env=subprocess_environment(lazycloud_env),
+        check=True,
+        timeout=60,
+    )
+    assert control_plane.secrets == {"SCA_CHILD": "from-child"}
