@@ -766,6 +766,10 @@ def main() -> None:
     """Entry point of the ``agent`` console script."""
     signal.signal(signal.SIGTERM, _terminate)
     warnings.showwarning = _show_warning
+    # Plugins' command groups (register_commands), only when the command line may name one.
+    from .commands import mount_plugin_commands
+
+    mount_plugin_commands(app, sys.argv[1:])
     app(prog_name="agent")
 
 

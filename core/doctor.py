@@ -2,8 +2,8 @@
 
 Plugins add checks through the ``register_checks`` hook: the local sandbox
 checks bwrap, the namespaces, the limits it can enforce and uv; the
-OpenAI-compatible planner checks its variables. The agent's own installation
-(its pinned LazyCloud client) is checked here. A check runs for real (it
+OpenAI-compatible planner checks its variables; the LazyCloud backend checks
+that its pinned client imports. A check runs for real (it
 starts a sandbox rather than read a configuration file) and must never show a
 secret.
 
@@ -14,10 +14,7 @@ machine cannot enforce, uv for seeds that declare a runtime) is a warning.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
-
-import attrs
 
 from .model import Finding
 from .protocols import Check
@@ -26,41 +23,8 @@ from .protocols import Check
 EXIT_NOT_READY = 2
 
 
-@attrs.frozen
-class LazyCloudClient:
-    """The pinned LazyCloud client imports (it is imported here only, when checked)."""
-
-    name: str = "lazycloud-client"
-    description: str = "the LazyCloud client library, for the LazyCloud backend"
-
-    def run(self) -> list[Finding]:
-        try:
-            module = importlib.import_module("lazycloud")
-        except Exception as error:
-            return [
-                Finding(
-                    "lazycloud client",
-                    ok=False,
-                    detail=f"cannot import lazycloud: {type(error).__name__}: {error}",
-                    fix="reinstall sandboxed-coding-agent (it pins lazycloud-client)",
-                    required=False,
-                )
-            ]
-        version = getattr(module, "__version__", None) or _distribution_version()
-        return [Finding("lazycloud client", ok=True, detail=f"{version} imports")]
-
-
-def _distribution_version() -> str:
-    from importlib import metadata
-
-    try:
-        return f"lazycloud-client {metadata.version('lazycloud-client')}"
-    except metadata.PackageNotFoundError:
-        return "lazycloud (version unknown)"
-
-
 #: Checks of the agent's own installation, run before the plugins' checks.
-INSTALLATION_CHECKS: tuple[Check, ...] = (LazyCloudClient(),)
+INSTALLATION_CHECKS: tuple[Check, ...] = ()
 
 
 def run_checks(checks: Iterable[tuple[str, Check]]) -> list[Finding]:

@@ -28,12 +28,13 @@ from collections.abc import Callable
 import pluggy
 
 from .model import SeedProject
-from .protocols import Check, PatchPolicy, Planner, Runner
+from .protocols import Check, CommandGroup, PatchPolicy, Planner, Runner
 
 __all__ = [
     "hookimpl",
     "hookspec",
     "register_checks",
+    "register_commands",
     "register_planners",
     "register_policies",
     "register_runners",
@@ -145,4 +146,51 @@ def register_checks(register: Callable[[Check], None]) -> None:
 
     :param register: call once with each object that has the members of
         :class:`~sandboxed_coding_agent.core.protocols.Check`.
+    """
+
+
+@hookspec
+def register_commands(register: Callable[[CommandGroup], None]) -> None:
+    """Add a group of commands to ``agent``: ``agent NAME COMMAND ...``.
+
+    Called when ``agent`` starts with a command line that may name a plugin's
+    group (``agent NAME ...``, ``agent --help``); the built-in commands
+    (``run``, ``doctor``, ...) never call it. Build the commands with typer in a
+    module of your plugin and import nothing heavy there: the libraries a
+    command needs are imported inside the command, when it runs. Raise an
+    :class:`~sandboxed_coding_agent.core.errors.AgentError` for a failure and
+    let :func:`~sandboxed_coding_agent.core.commands.reporting` turn it into one
+    message and its exit code::
+
+        import attrs
+        import typer
+
+        from sandboxed_coding_agent.core.commands import reporting
+        from sandboxed_coding_agent.core.hookspecs import hookimpl
+
+
+        @attrs.frozen
+        class ReplayCommands:
+            name: str = "replay"
+            help: str = "Run recorded plans again."
+
+            def build(self) -> typer.Typer:
+                group = typer.Typer(help=self.help, no_args_is_help=True)
+
+                @group.command("list", help="List the recorded plans.")
+                def list_(as_json: bool = typer.Option(False, "--json")) -> None:
+                    with reporting(as_json):
+                        ...
+
+                return group
+
+
+        @hookimpl
+        def register_commands(register):
+            register(ReplayCommands())
+
+    :param register: call once with each object that has the members of
+        :class:`~sandboxed_coding_agent.core.protocols.CommandGroup`; a group
+        whose name a built-in command or another group has is left out with a
+        warning.
     """

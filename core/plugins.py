@@ -23,7 +23,7 @@ import pluggy
 from . import contract, hookspecs, manifest
 from .errors import UsageError
 from .model import SeedProject
-from .protocols import Check, PatchPolicy, Planner, Runner
+from .protocols import Check, CommandGroup, PatchPolicy, Planner, Runner
 from .serialization import describe_structure_error
 
 ENTRY_POINT_GROUP = "sandboxed_coding_agent"
@@ -35,6 +35,7 @@ DEFAULT_PLUGINS = (
     "sandboxed_coding_agent.plugins.python_ast_policy",
     "sandboxed_coding_agent.plugins.openai_planner",
     "sandboxed_coding_agent.plugins.local_sandbox",
+    "sandboxed_coding_agent.plugins.lazycloud",
 )
 #: Plugins nobody may disable: every other rule relies on the patch contract.
 REQUIRED_PLUGINS = frozenset({"patch_contract"})
@@ -82,6 +83,7 @@ _KINDS: dict[str, tuple[str, type]] = {
     "register_policies": ("policy", PatchPolicy),
     "register_runners": ("runner", Runner),
     "register_checks": ("check", Check),
+    "register_commands": ("command", CommandGroup),
 }
 
 
@@ -143,6 +145,7 @@ class PluginHost:
         self.policies: dict[str, Registered[PatchPolicy]] = self._collect("register_policies")
         self.runners: dict[str, Registered[Runner]] = self._collect("register_runners")
         self.checks: dict[str, Registered[Check]] = self._collect("register_checks")
+        self.commands: dict[str, Registered[CommandGroup]] = self._collect("register_commands")
         if self.policies.get(contract.POLICY, Registered(None, "")).plugin != "patch_contract":
             raise UsageError("the patch contract is missing; reinstall sandboxed-coding-agent")
 
@@ -369,6 +372,7 @@ class PluginHost:
             ("policy", self.policies),
             ("runner", self.runners),
             ("check", self.checks),
+            ("command", self.commands),
         ):
             for registered in registry.values():
                 kinds.setdefault(registered.plugin, [])
@@ -463,6 +467,33 @@ def _pick(registry: Mapping[str, Registered[T]], name: str, kind: str, hint: str
     except KeyError:
         known = ", ".join(sorted(registry)) or "none"
         raise UsageError(f"unknown {kind} {name!r} (known: {known}; see `{hint}`)") from None
+
+
+def builtin_planner(plugin: str, planner: str) -> Planner:
+    """The planner ``planner`` of the built-in plugin ``plugin``, loaded on its own.
+
+    For a plugin that runs another built-in plugin's planner where the agent's
+    other plugins are not installed, such as in a remote function holding only
+    ``core`` and that plugin (a plugin never imports another one). No other
+    plugin is imported and no entry point is read.
+
+    :param plugin: the built-in plugin's name, as ``agent plugins list`` shows it
+        (``openai_planner``).
+    :param planner: the name the planner registers (``openai``).
+    :raises LookupError: no such built-in plugin, or it registers no such planner.
+    """
+    modules = {module.rsplit(".", 1)[1]: module for module in DEFAULT_PLUGINS}
+    if plugin not in modules:
+        raise LookupError(f"no built-in plugin {plugin!r} (known: {', '.join(sorted(modules))})")
+    manager = pluggy.PluginManager(ENTRY_POINT_GROUP)
+    manager.add_hookspecs(hookspecs)
+    manager.register(importlib.import_module(modules[plugin]), name=plugin)
+    found: list[Planner] = []
+    manager.hook.register_planners(register=found.append)
+    for item in found:
+        if isinstance(item, Planner) and item.name == planner:
+            return item
+    raise LookupError(f"the built-in plugin {plugin!r} registers no planner {planner!r}")
 
 
 def disabled_from_environment(environ: Callable[[str], str | None] = os.environ.get) -> list[str]:

@@ -15,7 +15,7 @@ instead of an instance, is left out with a warning naming the plugin.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .errors import Rejection
 from .model import (
@@ -27,6 +27,9 @@ from .model import (
     SandboxOutcome,
     SeedProject,
 )
+
+if TYPE_CHECKING:
+    import typer
 
 
 @runtime_checkable
@@ -262,5 +265,42 @@ class Check(Protocol):
         plugin).
 
         :returns: (or yields) the findings, OK or not.
+        """
+        ...
+
+
+@runtime_checkable
+class CommandGroup(Protocol):
+    """Commands a plugin adds to ``agent``, under one name: ``agent NAME COMMAND ...``.
+
+    Registered with :func:`~sandboxed_coding_agent.core.hookspecs.register_commands`.
+    Registering must stay cheap (``agent --help`` lists every group): keep the
+    object small and import your heavy libraries inside the commands, when
+    they run.
+    """
+
+    @property
+    def name(self) -> str:
+        """The group's word on the command line (``agent NAME ...``), lower case.
+
+        A name that a built-in command or another plugin's group has is refused.
+        """
+        ...
+
+    @property
+    def help(self) -> str:
+        """One line for ``agent --help``: what the commands are for."""
+        ...
+
+    def build(self) -> typer.Typer:
+        """Return the group's commands as a :class:`typer.Typer` app.
+
+        Called once, when ``agent`` starts a command line that may name the
+        group (``agent NAME ...``, ``agent --help``), never for the built-in
+        commands. Every command reports its failures by raising an
+        :class:`~sandboxed_coding_agent.core.errors.AgentError`, inside
+        :func:`~sandboxed_coding_agent.core.commands.reporting`, which prints
+        one message (or, with ``--json``, one JSON object) and exits with the
+        error's documented code.
         """
         ...

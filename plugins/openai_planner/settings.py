@@ -1,118 +1,40 @@
-"""The provider's three environment variables, checked, and the doctor check that reports them."""
+"""The provider's three environment variables (read and checked by
+:mod:`sandboxed_coding_agent.core.provider`) and the doctor check that reports them."""
 
 from __future__ import annotations
 
-import ipaddress
-import os
-import re
-from collections.abc import Mapping
-from urllib.parse import urlsplit
-
 import attrs
 
-from sandboxed_coding_agent.core import contract
 from sandboxed_coding_agent.core.errors import ConfigurationError
 from sandboxed_coding_agent.core.model import Finding
+from sandboxed_coding_agent.core.provider import (
+    API_KEY_ENV,
+    BASE_URL_ENV,
+    CONTROL,
+    MAX_BASE_URL_CHARS,
+    MAX_MODEL_CHARS,
+    MODEL_ENV,
+    PROVIDER_SECRET_NAMES,
+    ProviderSettings,
+    check_base_url,
+    is_loopback,
+    settings_from_environment,
+)
 
-BASE_URL_ENV = "CODING_AGENT_BASE_URL"
-MODEL_ENV = "CODING_AGENT_MODEL"
-API_KEY_ENV = "CODING_AGENT_API_KEY"
-PROVIDER_SECRET_NAMES = (BASE_URL_ENV, MODEL_ENV, API_KEY_ENV)
-
-MAX_MODEL_CHARS = 160
-#: Far above any real base URL; a longer value is a mistake and would flood every message.
-MAX_BASE_URL_CHARS = 2_000
-#: C0 and C1 control characters: kept out of the model name and out of quoted provider text.
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-@attrs.frozen
-class ProviderSettings:
-    """Where and how to reach the provider; the key never appears in ``repr``."""
-
-    base_url: str
-    model: str
-    api_key: str = attrs.field(repr=False)
-
-    @property
-    def completions_url(self) -> str:
-        return self.base_url.rstrip("/") + "/chat/completions"
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine: ``localhost``, 127.0.0.0/8 or ::1."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def check_base_url(url: str) -> str:
-    """Return ``url`` if it is a usable provider base URL; raise :class:`ConfigurationError`."""
-    problem = f"{BASE_URL_ENV} must be an https URL ending in /v1"
-    if len(url) > MAX_BASE_URL_CHARS:
-        raise ConfigurationError(
-            f"{BASE_URL_ENV} is {len(url):,} characters long; a base URL has at most "
-            f"{MAX_BASE_URL_CHARS:,}"
-        )
-    if any(c.isspace() for c in url) or CONTROL.search(url):
-        raise ConfigurationError(
-            f"{BASE_URL_ENV} contains spaces or control characters (got {url!r})"
-        )
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        _ = parts.port
-    except ValueError as error:
-        raise ConfigurationError(f"{problem}: it cannot be parsed ({error})") from None
-    if parts.username is not None or parts.password is not None:
-        raise ConfigurationError(
-            f"{BASE_URL_ENV} must not contain credentials; put the key in {API_KEY_ENV}"
-        )
-    if parts.scheme not in ("https", "http") or not host:
-        raise ConfigurationError(f"{problem}, for example https://api.openai.com/v1 (got {url!r})")
-    if parts.scheme == "http" and not is_loopback(host):
-        raise ConfigurationError(
-            f"{BASE_URL_ENV} uses plain http for {host!r}; use https "
-            "(plain http is allowed only for localhost, 127.0.0.0/8 and ::1)"
-        )
-    if "?" in url or "#" in url:
-        raise ConfigurationError(f"{BASE_URL_ENV} must not have a query or fragment (got {url!r})")
-    if not parts.path.rstrip("/").endswith("/v1"):
-        raise ConfigurationError(
-            f"{problem}; the planner appends /chat/completions itself (got {url!r})"
-        )
-    return url
-
-
-def settings_from_environment(environ: Mapping[str, str] = os.environ) -> ProviderSettings:
-    """Read and check the provider settings; every problem names its variable."""
-    values = {}
-    for name in PROVIDER_SECRET_NAMES:
-        value = environ.get(name, "").strip()
-        if not value:
-            raise ConfigurationError(
-                f"{name} is not set; set {', '.join(PROVIDER_SECRET_NAMES)} "
-                "to use the OpenAI-compatible planner, or test a plan file with --plan"
-            )
-        if not contract.is_utf8(value):
-            raise ConfigurationError(
-                f"{name} is not valid UTF-8 text (it holds bytes of another encoding)"
-            )
-        values[name] = value
-    model = values[MODEL_ENV]
-    if len(model) > MAX_MODEL_CHARS or CONTROL.search(model):
-        raise ConfigurationError(
-            f"{MODEL_ENV} must be at most {MAX_MODEL_CHARS} characters with no control characters"
-        )
-    key = values[API_KEY_ENV]
-    if not all(0x21 <= ord(c) <= 0x7E for c in key):
-        raise ConfigurationError(
-            f"{API_KEY_ENV} contains spaces or characters that cannot be sent in an HTTP header"
-        )
-    return ProviderSettings(check_base_url(values[BASE_URL_ENV]), model, key)
+__all__ = [
+    "API_KEY_ENV",
+    "BASE_URL_ENV",
+    "CONTROL",
+    "MAX_BASE_URL_CHARS",
+    "MAX_MODEL_CHARS",
+    "MODEL_ENV",
+    "PROVIDER_SECRET_NAMES",
+    "ProviderSettings",
+    "ProviderVariables",
+    "check_base_url",
+    "is_loopback",
+    "settings_from_environment",
+]
 
 
 @attrs.frozen

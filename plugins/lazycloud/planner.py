@@ -1,0 +1,179 @@
+"""The ``lazycloud`` planner: calls the deployed ``plan-patch`` function and waits, bounded.
+
+It calls the deployed version (what ``agent lazycloud deploy`` made), never a
+new release of the working tree, with the request as plain JSON data. The
+result's planner task ID is the remote task's ID, which every error names too.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from sandboxed_coding_agent.core import contract
+from sandboxed_coding_agent.core.errors import (
+    AgentError,
+    ConfigurationError,
+    PlanRejected,
+    ProviderError,
+    Rejection,
+    UsageError,
+)
+from sandboxed_coding_agent.core.model import PlannerResult, PlanRequest
+from sandboxed_coding_agent.core.provider import API_KEY_ENV
+
+from .names import APP_SLUG, FUNCTION_NAME
+from .remote import Deadlines, RemoteTimeout, bounded, translated
+
+#: Keys shorter than this are placeholders, never searched for in text (as the local planner).
+MIN_SECRET_CHARS = 8
+
+
+@attrs.frozen
+class LazyCloudPlanner:
+    """Asks the deployed LazyCloud function ``plan-patch`` for one plan.
+
+    :ivar environ: where the deadlines' override is read, and the key (if this
+        machine has it) that is blanked from anything the remote side says.
+    """
+
+    name: str = "lazycloud"
+    description: str = (
+        "the deployed LazyCloud function plan-patch (agent lazycloud configure, deploy)"
+    )
+    environ: Mapping[str, str] = attrs.field(factory=lambda: os.environ, repr=False)
+
+    def plan(self, request: PlanRequest) -> PlannerResult:
+        from sandboxed_coding_agent.core.serialization import to_jsonable
+
+        deadlines = Deadlines.from_environment(self.environ)
+        started = time.monotonic()
+        redact = _redactor(self.environ.get(API_KEY_ENV, ""))
+        with translated(ProviderError, f"calling {FUNCTION_NAME}", redact=redact):
+            submission = bounded(
+                lambda: _submit(to_jsonable(request)), deadlines.call, f"calling {FUNCTION_NAME}"
+            )
+        task_id = str(submission.task_id)
+        with translated(
+            ProviderError, f"planner task {task_id}", planner_task_id=task_id, redact=redact
+        ):
+            try:
+                view = bounded(
+                    lambda: submission.task.wait_view(timeout_seconds=deadlines.planner),
+                    deadlines.planner + deadlines.call,
+                    f"planner task {task_id}",
+                )
+            except (RemoteTimeout, TimeoutError):
+                _cancel(submission, deadlines)
+                raise ProviderError(
+                    f"the remote planner task did not finish within {deadlines.planner:g} s "
+                    "and was cancelled",
+                    planner_task_id=task_id,
+                ) from None
+            status = str(getattr(view.status, "value", view.status))
+            if status != "succeeded":
+                raise ProviderError(
+                    f"the remote planner task {status}: {redact(_failure(view))}",
+                    planner_task_id=task_id,
+                )
+            answer = bounded(submission.result, deadlines.call, f"reading task {task_id}")
+        result = _result(answer, task_id, redact)
+        plan = contract.validate_plan(
+            result.plan, editable_paths=request.editable_paths, limits=request.limits
+        )
+        return attrs.evolve(
+            result,
+            plan=plan,
+            planner=self.name,
+            planner_task_id=task_id,
+            duration_seconds=round(time.monotonic() - started, 3),
+        )
+
+
+def _submit(payload: dict[str, Any]) -> Any:
+    from lazycloud.session.deployment import DeploymentClient
+
+    from sandboxed_coding_agent.core.errors import ConfigurationError as NotDeployed
+
+    client = DeploymentClient()
+    try:
+        deployment = client.get(FUNCTION_NAME, app=APP_SLUG)
+    except Exception as error:
+        if type(error).__name__ == "DeploymentNotFoundError":
+            raise NotDeployed(
+                f"the planner function {FUNCTION_NAME} is not deployed in this LazyCloud "
+                "workspace; run `agent lazycloud deploy` (and `agent lazycloud configure` first)"
+            ) from None
+        raise
+    return client.submit(deployment, payload)
+
+
+def _cancel(submission: Any, deadlines: Deadlines) -> None:
+    try:
+        bounded(submission.task.cancel, deadlines.call, "cancelling the planner task")
+    except Exception:  # the task ends at its own timeout anyway
+        return
+
+
+def _failure(view: Any) -> str:
+    failure = getattr(view, "failure", None)
+    if failure is None:
+        return "no reason given"
+    kind = f"{failure.type}: " if failure.type else ""
+    return " ".join(f"{kind}{failure.message}".split())[:1000]
+
+
+def _redactor(key: str) -> Callable[[str], str]:
+    if len(key) < MIN_SECRET_CHARS:
+        return lambda text: text
+    return lambda text: text.replace(key, "[redacted]")
+
+
+def _result(answer: object, task_id: str, redact: Callable[[str], str]) -> PlannerResult:
+    """The handler's answer as a result, or the error it reports, named by the remote task."""
+    from sandboxed_coding_agent.core.serialization import structure
+
+    if not isinstance(answer, dict) or len(answer) != 1:
+        raise ProviderError(
+            f"the remote planner answered {type(answer).__name__}, not a plan; "
+            "redeploy with `agent lazycloud deploy`",
+            planner_task_id=task_id,
+        )
+    if "error" in answer:
+        raise _error(answer["error"], task_id, redact)
+    try:
+        return structure(answer["result"], PlannerResult)
+    except Exception as error:
+        raise ProviderError(
+            f"the remote planner's answer is malformed ({type(error).__name__}); "
+            "redeploy with `agent lazycloud deploy`",
+            planner_task_id=task_id,
+        ) from None
+
+
+def _error(body: object, task_id: str, redact: Callable[[str], str]) -> AgentError:
+    from sandboxed_coding_agent.core.serialization import structure
+
+    if not isinstance(body, dict):
+        return ProviderError("the remote planner failed without a message", planner_task_id=task_id)
+    kind, message = body.get("kind"), redact(str(body.get("message", "")))
+    if kind == "policy":
+        try:
+            rejections = [structure(item, Rejection) for item in body.get("rejections", [])]
+        except Exception:
+            rejections = []
+        if rejections:
+            return PlanRejected(rejections, planner_task_id=task_id)
+    if kind == "configuration":
+        return ConfigurationError(
+            f"the remote planner's settings: {message} (it reads them from the workspace "
+            "secrets; run `agent lazycloud configure`)",
+            planner_task_id=task_id,
+        )
+    if kind == "usage":
+        return UsageError(message, planner_task_id=task_id)
+    return ProviderError(message, planner_task_id=task_id)

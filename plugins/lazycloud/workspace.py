@@ -1,0 +1,180 @@
+"""What ``agent lazycloud`` does in the workspace: secrets, the deployment, sandboxes.
+
+Each operation returns plain data for :mod:`.commands` to print, and raises the
+agent's errors (through :func:`.remote.translated`): a deploy or a secret that
+fails remotely is a provider error (exit 3), as it concerns the planner; a
+sandbox listing that fails is a sandbox error (exit 5).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from sandboxed_coding_agent.core.errors import ProviderError, SandboxError
+from sandboxed_coding_agent.core.provider import PROVIDER_SECRET_NAMES, settings_from_environment
+
+from .names import APP_SLUG, FUNCTION_NAME, SANDBOX_NAME
+from .remote import Deadlines, bounded, endpoint_in_use, translated
+
+
+def configure(environ: Mapping[str, str], deadlines: Deadlines) -> list[str]:
+    """Store the three provider variables of ``environ`` as workspace secrets; their names.
+
+    :raises ConfigurationError: a variable is missing or invalid (checked as the
+        local planner checks it), before anything is stored.
+    """
+    settings = settings_from_environment(
+        environ, missing_hint="before `agent lazycloud configure` stores them as secrets"
+    )
+    values = dict(
+        zip(
+            PROVIDER_SECRET_NAMES,
+            (settings.base_url, settings.model, settings.api_key),
+            strict=True,
+        )
+    )
+    from lazycloud import Secret
+
+    stored = []
+    for name, value in values.items():
+        with translated(ProviderError, f"storing the secret {name}"):
+            bounded(partial(Secret(name).set, value), deadlines.call, f"storing {name}")
+        stored.append(name)
+    return stored
+
+
+def deploy(deadlines: Deadlines) -> dict[str, Any]:
+    """Deploy the ``plan-patch`` function from a staged source root; what was deployed."""
+    from .app import planner_app
+    from .staging import stage_source, staged_handler
+
+    with tempfile.TemporaryDirectory(prefix="agent-lazycloud-source-") as folder:
+        root = Path(folder)
+        files = stage_source(root)
+        with translated(ProviderError, f"deploying {FUNCTION_NAME}"), staged_handler(root) as fn:
+            app = planner_app(fn)
+            deployment = bounded(
+                lambda: app.deploy(source_root=root), deadlines.start, f"deploying {FUNCTION_NAME}"
+            )
+    releases = [
+        {"name": release.name, "release_id": str(release.id)} for release in deployment.releases
+    ]
+    return {"app": APP_SLUG, "function": FUNCTION_NAME, "releases": releases, "files": files}
+
+
+def _deployments(deadlines: Deadlines) -> list[Any]:
+    from lazycloud.session.deployment import DeploymentClient
+
+    found = bounded(
+        lambda: DeploymentClient().list(app=APP_SLUG, name=FUNCTION_NAME),
+        deadlines.call,
+        "listing the deployments",
+    )
+    return [item for item in found if item.app == APP_SLUG and item.name == FUNCTION_NAME]
+
+
+def _secret_names(deadlines: Deadlines) -> list[str]:
+    from lazycloud.control import api_client, require_workspace, resolve_control_client_config
+
+    def names() -> list[str]:
+        config = resolve_control_client_config()
+        client, workspace = api_client(config), require_workspace(config)
+        found: list[str] = []
+        cursor: str | None = None
+        while True:
+            page = client.list_secrets(workspace, cursor=cursor)
+            found.extend(secret.name for secret in page.secrets)
+            if page.next_cursor is None:
+                return found
+            cursor = page.next_cursor
+
+    return bounded(names, deadlines.call, "listing the secrets")
+
+
+def _workspace() -> str:
+    from lazycloud.control import resolve_control_client_config
+
+    return resolve_control_client_config().workspace
+
+
+def status(deadlines: Deadlines) -> dict[str, Any]:
+    """What is deployed, which of the three secrets exist (names only), where."""
+    with translated(ProviderError, "reading the LazyCloud workspace"):
+        workspace = _workspace()
+        deployments = _deployments(deadlines)
+        existing = set(_secret_names(deadlines))
+    return {
+        "app": APP_SLUG,
+        "function": FUNCTION_NAME,
+        "sandbox": SANDBOX_NAME,
+        "workspace": workspace,
+        "endpoint": endpoint_in_use(),
+        "deployed": [
+            {
+                "name": item.name,
+                "state": str(getattr(item.state, "value", item.state)),
+                "version": item.version,
+                "deployed_at": item.deployed_at.isoformat() if item.deployed_at else None,
+            }
+            for item in deployments
+        ],
+        "secrets": {name: name in existing for name in PROVIDER_SECRET_NAMES},
+    }
+
+
+def sandboxes(deadlines: Deadlines, limit: int) -> list[dict[str, Any]]:
+    """The recent sandboxes of ``test-patch``, newest first."""
+    from .app import test_patch_sandbox
+
+    with translated(SandboxError, f"listing the sandboxes of {SANDBOX_NAME}"):
+        rows = bounded(
+            lambda: test_patch_sandbox(None).list(app_id=APP_SLUG, limit=limit),
+            deadlines.call,
+            "listing the sandboxes",
+        )
+    return [
+        {
+            "sandbox_id": str(row.id),
+            "status": str(getattr(row.status, "value", row.status)),
+            "created_at": row.created_at.isoformat(),
+            "stopped_at": row.stopped_at.isoformat() if row.stopped_at else None,
+        }
+        for row in rows
+        if row.name == SANDBOX_NAME
+    ]
+
+
+def cleanup_plan(deadlines: Deadlines) -> dict[str, Any]:
+    """What a cleanup would delete: the deployment if there is one, the secrets that exist."""
+    with translated(ProviderError, "reading the LazyCloud workspace"):
+        deployed = bool(_deployments(deadlines))
+        existing = set(_secret_names(deadlines))
+    return {
+        "deployment": FUNCTION_NAME if deployed else None,
+        "secrets": [name for name in PROVIDER_SECRET_NAMES if name in existing],
+    }
+
+
+def cleanup(plan: Mapping[str, Any], deadlines: Deadlines) -> dict[str, Any]:
+    """Delete what ``plan`` names; what was deleted."""
+    from lazycloud import Secret
+    from lazycloud.session.deployment import DeploymentClient
+
+    deleted: dict[str, Any] = {"deployment": None, "secrets": []}
+    if plan["deployment"]:
+        with translated(ProviderError, f"deleting the deployment {FUNCTION_NAME}"):
+            bounded(
+                lambda: DeploymentClient().delete(FUNCTION_NAME, app=APP_SLUG),
+                deadlines.call,
+                f"deleting {FUNCTION_NAME}",
+            )
+        deleted["deployment"] = FUNCTION_NAME
+    for name in plan["secrets"]:
+        with translated(ProviderError, f"deleting the secret {name}"):
+            bounded(Secret(name).delete, deadlines.call, f"deleting {name}")
+        deleted["secrets"].append(name)
+    return deleted
