@@ -32,6 +32,7 @@ EVERY_ITEM = {
     "sandbox user",
     "/proc/sys",
     "stdlib seeds",
+    "keyrings",
     "limit timeout",
     "limit output",
     "limit memory",

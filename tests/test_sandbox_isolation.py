@@ -379,8 +379,9 @@ def test_patch_cannot_read_the_callers_session_keyring(
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert secret not in done.stdout + done.stderr
+    # Keyrings are out of reach altogether: keyctl fails as on a kernel without them.
     assert probe_line(str(eval_json(done.stdout)["test_output"]), "keyring") == (
-        "PROBE keyring: succeeded []"
+        "PROBE keyring: refused OSError: [Errno 38] no session keyring"
     )
 
 

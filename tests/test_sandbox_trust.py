@@ -8,7 +8,10 @@ on the host: the setting's value, the processes' credentials, the mounts.
 
 from __future__ import annotations
 
+import ctypes
+import grp
 import os
+import pwd
 import stat
 import subprocess
 import sys
@@ -25,7 +28,7 @@ from conftest import AGENT, FIXED_CALCULATOR, AgentRun, wait_until
 from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome, SeedLimits
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox, cgroups, launch
-from sandboxed_coding_agent.plugins.local_sandbox.user import ENVIRONMENT, sandbox_user
+from sandboxed_coding_agent.plugins.local_sandbox.user import ENVIRONMENT, FRESH_RANGE
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="only a root caller's sandbox changes user")
@@ -194,13 +197,31 @@ def sandbox_credentials_while_running() -> dict[int, dict[str, list[int]]]:
 def test_no_process_of_the_sandbox_is_host_root() -> None:
     seen = sandbox_credentials_while_running()
 
-    user = sandbox_user()
-    expected = os.getuid() if user is None else user.uid
     assert len(seen) >= 3  # bwrap outside, bwrap as the sandbox's PID 1, the test
+    uids = {credentials["Uid"][0] for credentials in seen.values()}
+    assert len(uids) == 1, seen
     for pid, credentials in seen.items():
-        assert credentials["Uid"] == [expected] * 4, (pid, credentials)
+        assert credentials["Uid"] == [*uids] * 4, (pid, credentials)
         assert 0 not in credentials["Gid"], (pid, credentials)
-        assert 0 not in credentials["Groups"], (pid, credentials)
+        assert credentials["Groups"] == [], (pid, credentials)
+    if ROOT:
+        # A uid of its own, which no account has.
+        (uid,) = uids
+        low, high = FRESH_RANGE
+        assert low <= uid <= high
+        with pytest.raises(KeyError):
+            pwd.getpwuid(uid)
+    else:
+        assert uids == {os.getuid()}
+
+
+@needs_root
+def test_each_sandbox_of_a_root_caller_runs_as_a_uid_of_its_own() -> None:
+    first = {c["Uid"][0] for c in sandbox_credentials_while_running().values()}
+    second = {c["Uid"][0] for c in sandbox_credentials_while_running().values()}
+
+    assert len(first) == len(second) == 1
+    assert first != second
 
 
 @needs_root
@@ -215,7 +236,11 @@ def test_a_root_caller_chooses_the_sandbox_user(monkeypatch: pytest.MonkeyPatch)
         assert credentials["Groups"] == [], (pid, credentials)
 
 
-@pytest.mark.parametrize("value", ["root", "0", "0:0", "1000:0", "no-such-user-x", "a b", "-1"])
+@pytest.mark.parametrize(
+    "value",
+    ["root", "0", "0:0", "1000:0", "no-such-user-x", "a b", "-1", "4294967294", "2147483648"]
+    + [f"1000:{g.gr_gid}" for g in grp.getgrall() if g.gr_name in ("disk", "shadow", "adm")],
+)
 def test_a_sandbox_user_that_cannot_be_used_is_a_configuration_error(
     run_agent: Callable[..., AgentRun], write_plan: Callable[..., Path], value: str
 ) -> None:
@@ -322,7 +347,7 @@ def test_doctor_reports_the_sandbox_user_and_proc_sys_from_a_real_probe(
     findings = {f["item"]: f for f in run.json()["findings"]}
     user = findings["sandbox user"]
     assert user["ok"] is True, user
-    expected = f"uid {os.getuid()}" if not ROOT else "uid 65534"
+    expected = f"uid {os.getuid()}" if not ROOT else "a fresh uid for each sandbox"
     assert expected in user["detail"]
     assert findings["/proc/sys"]["ok"] is True
     assert findings["/proc/sys"]["detail"].startswith("read-only inside")
@@ -339,3 +364,61 @@ def test_agent_run_as_root_passes_and_leaves_no_root_process(
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.json()["tests_passed"] is True
     assert subprocess.run([str(AGENT), "--help"], capture_output=True, check=False).returncode == 0
+
+
+# --- keyrings ----------------------------------------------------------------------------------
+
+KEY_SPEC_USER_KEYRING = -4
+KEYCTL_SEARCH = 10
+LIBC = ctypes.CDLL(None, use_errno=True)
+KEY_CALLS = {"x86_64": (248, 250), "aarch64": (217, 219)}.get(os.uname().machine)
+
+
+def add_user_key(description: str, payload: bytes) -> int:
+    assert KEY_CALLS is not None
+    key = LIBC.syscall(
+        KEY_CALLS[0], b"user", description.encode(), payload, len(payload), KEY_SPEC_USER_KEYRING
+    )
+    if key < 0:
+        pytest.skip(f"this kernel keeps no keys for this user: {os.strerror(ctypes.get_errno())}")
+    return int(key)
+
+
+def user_key(description: str) -> int:
+    """The key of that description in this user's keyring, or -1."""
+    assert KEY_CALLS is not None
+    return int(
+        LIBC.syscall(
+            KEY_CALLS[1], KEYCTL_SEARCH, KEY_SPEC_USER_KEYRING, b"user", description.encode(), 0
+        )
+    )
+
+
+@pytest.mark.skipif(KEY_CALLS is None, reason="no keyctl numbers known for this machine")
+def test_patch_can_neither_read_nor_plant_keys_in_the_callers_keyrings() -> None:
+    secret, planted = f"sca-secret-{uuid.uuid4().hex}", f"sca-planted-{uuid.uuid4().hex}"
+    key = add_user_key(secret, b"TOPSECRET")
+    try:
+        outcome = run_in_process(
+            f"""
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            add_key, keyctl = {KEY_CALLS!r}
+            def call(*args):
+                if libc.syscall(*args) < 0:
+                    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+                return "allowed"
+            probe("read", lambda: call(keyctl, 11, {key}, 0, 0))
+            probe("search", lambda: call(keyctl, 10, -4, b"user", {secret!r}.encode(), 0))
+            probe("plant", lambda: call(add_key, b"user", {planted!r}.encode(), b"x", 1, -4))
+            probe("list", lambda: open("/proc/keys").read())
+            """
+        )
+    finally:
+        LIBC.syscall(KEY_CALLS[1], 3, key)  # KEYCTL_REVOKE: leave nothing behind
+
+    assert outcome.tests_passed, outcome.output
+    for name in ("read", "search", "plant", "list"):
+        assert probe_line(outcome.output, name).startswith(f"PROBE {name}: refused"), name
+    assert secret not in outcome.output
+    assert user_key(planted) == -1

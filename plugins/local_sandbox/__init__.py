@@ -44,6 +44,7 @@ from .checks import LocalSandboxCheck
 from .limits import limit_hit, rlimits
 from .process import BoundedOutput, run_sandbox
 from .runtime import prepare_runtime
+from .seccomp import keyring_filter
 from .user import bwrap_folders, sandbox_user
 
 __all__ = [
@@ -83,6 +84,21 @@ def _in_memory(files: Mapping[str, bytes]) -> Iterator[list[tuple[int, str]]]:
     finally:
         for fd, _ in opened:
             os.close(fd)
+
+
+@contextlib.contextmanager
+def _filter_file(program: bytes | None) -> Iterator[int | None]:
+    """The system call filter as an anonymous in-memory file, for ``bwrap --seccomp``."""
+    if program is None:
+        yield None
+        return
+    fd = os.memfd_create("seccomp-filter")
+    try:
+        _write_all(fd, program)
+        os.lseek(fd, 0, os.SEEK_SET)
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -137,7 +153,7 @@ class LocalSandbox:
         else:
             runtime = prepare_runtime(job.runtime)
             python, read_only, bin_dirs = runtime.python, list(runtime.read_only), [runtime.bin_dir]
-        with _in_memory(job.files) as files:
+        with _in_memory(job.files) as files, _filter_file(keyring_filter()) as seccomp_fd:
             status = os.pipe()
             argv = build_command(
                 bwrap,
@@ -148,6 +164,7 @@ class LocalSandbox:
                 bin_dirs=bin_dirs,
                 read_only=read_only,
                 hide=hide,
+                seccomp_fd=seccomp_fd,
             )
             config = {
                 "cgroups": groups.procs_files,
@@ -165,7 +182,7 @@ class LocalSandbox:
                 finished = run_sandbox(
                     [*launcher, *argv],
                     status_pipe=status,
-                    pass_fds=[fd for fd, _ in files],
+                    pass_fds=[fd for fd, _ in files] + ([] if seccomp_fd is None else [seccomp_fd]),
                     timeout=job.limits.test_timeout_seconds,
                     max_output_bytes=job.limits.max_output_bytes,
                     output_stop_bytes=job.limits.output_stop_bytes,

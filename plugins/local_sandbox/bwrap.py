@@ -38,6 +38,10 @@ MIB = 1024 * 1024
 #: What a process with privilege could change the whole machine through: sysctls, the
 #: magic SysRq trigger, interrupt affinity, bus devices.
 PROC_KERNEL_INTERFACES = ("sys", "sysrq-trigger", "irq", "bus")
+#: Lists of the keys the sandbox's host user may view (names of the caller's keys, for one):
+#: covered with the host's ``/dev/null``, which the sandbox may not open (its mounts allow
+#: no devices). The keys themselves are out of reach through :mod:`.seccomp`.
+PROC_KEY_LISTS = ("keys", "key-users")
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ENABLE_USERNS_HINT = (
     "enable unprivileged user namespaces, for example "
@@ -164,6 +168,8 @@ def _kernel_interfaces_read_only() -> list[str]:
     args: list[str] = []
     for name in PROC_KERNEL_INTERFACES:
         args += ["--ro-bind-try", f"/proc/{name}", f"/proc/{name}"]
+    for name in PROC_KEY_LISTS:
+        args += ["--ro-bind-try", "/dev/null", f"/proc/{name}"]
     return args
 
 
@@ -177,6 +183,7 @@ def build_command(
     bin_dirs: Sequence[str],
     read_only: Sequence[str],
     hide: Sequence[str] = (),
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """The full ``bwrap`` argv for ``job``.
 
@@ -185,6 +192,7 @@ def build_command(
     :param bin_dirs: folders put first on the sandbox's ``PATH``.
     :param read_only: host folders bound read-only at the same path (interpreter, runtime).
     :param hide: folders inside those that the sandbox sees empty (global site-packages).
+    :param seccomp_fd: a descriptor holding the system call filter (:mod:`.seccomp`).
     """
     test_command = list(job.test_command)
     if any("\0" in argument for argument in test_command):
@@ -207,6 +215,7 @@ def build_command(
         "--hostname", "sandbox",
         "--die-with-parent",
         "--new-session",
+        *([] if seccomp_fd is None else ["--seccomp", str(seccomp_fd)]),
         # The private /tmp comes first: a later bind under /tmp would be hidden by it.
         "--size", size, "--tmpfs", SANDBOX_TMP,
         "--proc", "/proc",

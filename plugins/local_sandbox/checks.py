@@ -45,6 +45,15 @@ def attempt(path, flags):
     return "allowed"
 # Files only host root may read: whether the probe can tells whether it is host root.
 ROOT_ONLY = ("/proc/kpageflags", "/proc/timer_list", "/proc/slabinfo")
+def keyctl():
+    import ctypes
+    number = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
+    if number is None:
+        return "unknown machine"
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(number, 0, -4, 0) < 0:  # KEYCTL_GET_KEYRING_ID of the user keyring
+        return errno.errorcode.get(ctypes.get_errno(), "?")
+    return "allowed"
 # What a seed without a runtime could import besides the standard library and its files.
 STDLIB = {sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib"), os.getcwd(), ""}
 EXTRA = sorted(
@@ -55,6 +64,7 @@ EXTRA = sorted(
 )
 print(json.dumps({
     "importable": EXTRA,
+    "keyctl": keyctl(),
     "rlimits": {name: resource.getrlimit(getattr(resource, name))[0]
                 for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC")},
     "disk": {path: size(path) for path in ("/workspace", "/tmp", "/dev/shm")},
@@ -250,13 +260,22 @@ def _sandbox_findings() -> Iterator[Finding]:
         )
         user = sandbox_user()
         yield from _user_findings(answer, user)
+        refused = answer["keyctl"] == "ENOSYS"
+        yield Finding(
+            "keyrings",
+            ok=refused,
+            detail="out of reach: keyctl fails with ENOSYS inside"
+            if refused
+            else f"keyctl inside: {answer['keyctl']}; a patch could reach your keyrings",
+            fix=None if refused else "run on x86-64 or arm64, where the agent filters keyctl",
+            required=False,
+        )
         importable = answer["importable"]
         assert isinstance(importable, list)
         yield Finding(
             "stdlib seeds",
             ok=not importable,
-            detail="a seed without a runtime can import the standard library and its own "
-            "files only"
+            detail="a seed without a runtime can import the standard library and its own files only"
             if not importable
             else f"a seed without a runtime can also import: {', '.join(importable[:20])}",
             fix=None if not importable else "report this: the interpreter's site folders leak",

@@ -8,9 +8,11 @@ when the caller is root, the sandbox's first process drops to an unprivileged
 user, with no supplementary groups, before bwrap creates any namespace; every
 process of the sandbox is that user to the kernel.
 
-The user is ``nobody`` unless ``SANDBOXED_CODING_AGENT_SANDBOX_USER`` names
-another: a user name, a uid, or ``uid:gid``. A dedicated user (say
-``agent-sandbox``) keeps sandboxes apart from daemons that run as ``nobody``.
+The user is a fresh uid drawn for each sandbox, which no account has and no
+other process runs as, unless ``SANDBOXED_CODING_AGENT_SANDBOX_USER`` names
+one: a user name, a uid, or ``uid:gid`` (never root, never a privileged group).
+Where a fresh uid cannot be taken on (a container that maps only a few uids),
+the sandbox runs as ``nobody`` (65534) instead.
 A caller who is not root needs no such step: the sandbox runs as the caller,
 who is no more privileged than any other user.
 
@@ -24,9 +26,12 @@ becomes visible, and the host's own view of it is unchanged.
 
 from __future__ import annotations
 
+import contextlib
+import grp
 import os
 import pwd
 import re
+import secrets
 from pathlib import Path
 
 import attrs
@@ -34,9 +39,18 @@ import attrs
 from sandboxed_coding_agent.core.errors import ConfigurationError
 
 ENVIRONMENT = "SANDBOXED_CODING_AGENT_SANDBOX_USER"
-DEFAULT_USER = "nobody"
-#: The conventional uid and gid of ``nobody``, for a system without that user.
+#: Where a fresh uid is drawn from: above the ranges systemd gives users, dynamic users and
+#: containers (up to 1879048191), below its foreign range (2147352576) and 2**31, past which
+#: bwrap cannot map a uid.
+FRESH_RANGE = (1_879_048_192, 2_147_352_575)
+#: The conventional uid and gid of ``nobody``: where a fresh uid cannot be taken on (a
+#: container that maps only a few uids), the sandbox runs as this one instead.
 NOBODY = 65534
+#: Groups that grant access to devices, logs, secrets or administration: never the sandbox's.
+PRIVILEGED_GROUPS = frozenset(
+    {"root", "wheel", "sudo", "admin", "adm", "disk", "shadow", "kmem", "docker", "lxd",
+     "libvirt", "kvm", "systemd-journal", "video", "input", "tty", "dialout"}
+)  # fmt: skip
 _NUMERIC = re.compile(r"(\d{1,10})(?::(\d{1,10}))?")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?")
 
@@ -48,13 +62,18 @@ class SandboxUser:
     :ivar uid: the host uid of every process of the sandbox.
     :ivar gid: its only group; it has no supplementary groups.
     :ivar name: the user's name, when the system has one for ``uid``.
+    :ivar fresh: whether ``uid`` was drawn for this sandbox alone.
     """
 
     uid: int
     gid: int
     name: str | None = None
+    fresh: bool = False
 
     def describe(self) -> str:
+        if self.fresh:
+            low, high = FRESH_RANGE
+            return f"a fresh uid for each sandbox, unused by any account or process ({low}-{high})"
         named = f" ({self.name})" if self.name else ""
         return f"uid {self.uid}{named}, gid {self.gid}"
 
@@ -70,7 +89,7 @@ def _by_number(uid: int, gid: int | None) -> SandboxUser:
 def parse_user(value: str) -> SandboxUser:
     """The user that ``value`` (a name, ``uid`` or ``uid:gid``) names.
 
-    :raises ConfigurationError: it names no user, or names root.
+    :raises ConfigurationError: it names no user, root, or a privileged group.
     """
     numeric = _NUMERIC.fullmatch(value)
     if numeric:
@@ -93,13 +112,80 @@ def parse_user(value: str) -> SandboxUser:
             f"{ENVIRONMENT} names root ({user.describe()}); the sandbox must run as an "
             "unprivileged user"
         )
-    if max(user.uid, user.gid) >= 2**32 - 1:
-        raise ConfigurationError(f"{ENVIRONMENT}: {value!r} is not a valid uid or gid")
+    if max(user.uid, user.gid) >= 2**31:
+        raise ConfigurationError(
+            f"{ENVIRONMENT}: {value!r} is past 2147483647, the highest uid or gid bwrap can map"
+        )
+    group = _group_name(user.gid)
+    if group in PRIVILEGED_GROUPS:
+        raise ConfigurationError(
+            f"{ENVIRONMENT} names group {group!r} (gid {user.gid}), which grants access to "
+            "devices, logs or administration; give the sandbox a group of its own"
+        )
     return user
+
+
+def _group_name(gid: int) -> str | None:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return None
+
+
+def _uids_in_use() -> set[int]:
+    found: set[int] = set()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    found.add(entry.stat().st_uid)
+    return found
+
+
+def _mapped(kind: str, low: int, high: int) -> bool:
+    """Whether this process's user namespace maps every id from ``low`` to ``high``."""
+    try:
+        lines = Path(f"/proc/self/{kind}").read_text().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        inside, _, count = (int(field) for field in line.split())
+        if inside <= low and high < inside + count:
+            return True
+    return False
+
+
+def _user_name(uid: int) -> str | None:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return None
+
+
+def fresh_user() -> SandboxUser:
+    """A uid (and a gid of the same number) that no account has and no process runs as.
+
+    Nothing else on the machine shares it: no other sandbox (running at the
+    same time or later) and no service running as ``nobody`` can signal,
+    trace or leave anything for this sandbox's processes, and its process
+    limit counts its own processes alone. Where this user namespace does not
+    map that range (a container that maps only a few uids), ``nobody``.
+    """
+    low, high = FRESH_RANGE
+    if not (_mapped("uid_map", low, high) and _mapped("gid_map", low, high)):
+        return SandboxUser(NOBODY, NOBODY, _user_name(NOBODY))
+    in_use = _uids_in_use()
+    while True:
+        uid = low + secrets.randbelow(high - low + 1)
+        if uid not in in_use and _group_name(uid) is None and _user_name(uid) is None:
+            return SandboxUser(uid, uid, fresh=True)
 
 
 def sandbox_user() -> SandboxUser | None:
     """The user a sandbox drops to, or ``None`` when the caller is not root (it runs as them).
+
+    A fresh uid per sandbox (:func:`fresh_user`) unless
+    ``SANDBOXED_CODING_AGENT_SANDBOX_USER`` names one.
 
     :raises ConfigurationError: ``SANDBOXED_CODING_AGENT_SANDBOX_USER`` is not usable.
     """
@@ -107,12 +193,7 @@ def sandbox_user() -> SandboxUser | None:
     chosen = None if value is None else parse_user(value)
     if os.geteuid() != 0:
         return None
-    if chosen is not None:
-        return chosen
-    try:
-        return parse_user(DEFAULT_USER)
-    except ConfigurationError:
-        return SandboxUser(NOBODY, NOBODY)
+    return chosen if chosen is not None else fresh_user()
 
 
 def bwrap_folders(bwrap: Path) -> list[str]:
