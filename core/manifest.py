@@ -33,6 +33,11 @@ MAX_SEED_BYTES = seed_files.MAX_SEED_BYTES
 #: A manifest is a few lines; a seed folder may come from anyone, so it is read within bounds.
 MAX_MANIFEST_BYTES = 256 * 1024
 MAX_NESTING = 16
+#: How deep a seed folder's folders may nest, and how many entries it may hold in all.
+MAX_DEPTH = 16
+MAX_WALK_ENTRIES = 5000
+#: How many patterns one key (files, tests, editable) may list.
+MAX_PATTERNS = 64
 DEFAULT_FILES = ("**/*",)
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
@@ -109,7 +114,7 @@ def load_seed(
         untrusted = not _PLUGIN_SEEDS.get()
     path = Path(location)
     manifest = path if path.name == MANIFEST or path.is_file() else path / MANIFEST
-    text = _read_manifest(manifest)
+    text = _read_manifest(manifest, untrusted)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -121,20 +126,43 @@ def load_seed(
     return _Reader(manifest, text, untrusted).seed(data, check_policy)
 
 
-def _read_manifest(manifest: Path) -> str:
-    """The manifest's text, if it is a small regular file; a FIFO or a device is never read."""
+def _read_manifest(manifest: Path, untrusted: bool) -> str:
+    """The manifest's text, if it is a small regular file of its own.
+
+    A link is never followed (it could point at any file the caller can read,
+    whose text would then reach the messages and the planner), and a FIFO or a
+    device is never opened (opening some has effects): the entry is first
+    opened as a bare reference (``O_PATH``), checked, and only then reopened
+    through that reference for reading, so what is read is what was checked.
+    """
     try:
-        # Without O_NONBLOCK, opening a FIFO would wait for a writer.
-        fd = os.open(manifest, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        entry = os.open(manifest, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         raise ManifestError(
             f"{manifest}: no such file (a folder seed needs a {MANIFEST})"
         ) from None
     except OSError as error:
         raise ManifestError(f"{manifest}: cannot read it: {error.strerror}") from None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+    try:
+        info = os.fstat(entry)
+        if stat.S_ISLNK(info.st_mode):
+            raise ManifestError(
+                f"{manifest}: is a symbolic link; the manifest must be a file of the seed folder"
+            )
+        if not stat.S_ISREG(info.st_mode):
             raise ManifestError(f"{manifest}: is not a regular file")
+        if untrusted and info.st_nlink != 1:
+            problem = seed_files.hard_link_problem(MANIFEST, info.st_nlink)
+            raise ManifestError(f"{manifest}: {problem}")
+        if info.st_size > MAX_MANIFEST_BYTES:
+            raise ManifestError(f"{manifest}: larger than {MAX_MANIFEST_BYTES} bytes")
+        try:
+            fd = os.open(f"/proc/self/fd/{entry}", os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError as error:
+            raise ManifestError(f"{manifest}: cannot read it: {error.strerror}") from None
+    finally:
+        os.close(entry)
+    with os.fdopen(fd, "rb") as handle:
         try:
             data = handle.read(MAX_MANIFEST_BYTES + 1)
         except OSError as error:
@@ -260,6 +288,8 @@ class _Reader:
         self, data: Mapping[str, Any], key: str, default: tuple[str, ...] | None = None
     ) -> tuple[str, ...]:
         found = self.strings(data, key, default)
+        if len(found) > MAX_PATTERNS:
+            raise self.fail((key,), f"{len(found)} patterns; at most {MAX_PATTERNS}")
         for pattern in found:
             problem = patterns.pattern_problem(pattern)
             if problem:
@@ -370,10 +400,27 @@ class _Reader:
 
 
 def _walk(root: Path) -> list[str]:
-    """Regular files under ``root``, without hidden entries, caches, symlinks and the manifest."""
+    """Regular files under ``root``, without hidden entries, caches, symlinks and the manifest.
+
+    A seed folder may come from anyone: one nested deeper than :data:`MAX_DEPTH` or
+    holding more than :data:`MAX_WALK_ENTRIES` entries is refused rather than walked.
+    """
     found: list[str] = []
+    seen = 0
     for directory, subdirs, names in os.walk(root):
         base = Path(directory)
+        seen += len(subdirs) + len(names)
+        if seen > MAX_WALK_ENTRIES:
+            raise ManifestError(
+                f"{root}: holds more than {MAX_WALK_ENTRIES} files and folders; "
+                "a seed folder holds the seed's files only"
+            )
+        depth = len(base.relative_to(root).parts)
+        if subdirs and depth >= MAX_DEPTH:
+            raise ManifestError(
+                f"{root}: folders nest more than {MAX_DEPTH} levels deep "
+                f"({base.relative_to(root).as_posix()!r})"
+            )
         subdirs[:] = sorted(
             d
             for d in subdirs

@@ -18,6 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 WILDCARDS = frozenset("*?")
+#: Bounds on a pattern, so that matching every file of a seed folder stays quick.
+MAX_PATTERN_CHARS = 256
+MAX_PATTERN_SEGMENTS = 16
 
 
 def pattern_problem(pattern: str) -> str | None:
@@ -32,6 +35,10 @@ def pattern_problem(pattern: str) -> str | None:
         return "the pattern contains a control character"
     if any(segment in ("", ".", "..") for segment in pattern.split("/")):
         return "the pattern has an empty, '.' or '..' segment"
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return f"the pattern is longer than {MAX_PATTERN_CHARS} characters"
+    if pattern.count("/") >= MAX_PATTERN_SEGMENTS:
+        return f"the pattern has more than {MAX_PATTERN_SEGMENTS} segments"
     return None
 
 
@@ -42,7 +49,11 @@ def has_control_character(text: str) -> bool:
 def matches(path: str, pattern: str) -> bool:
     """Whether the relative ``path`` is matched by ``pattern`` as a whole."""
     names = path.split("/")
-    globs = pattern.split("/")
+    # ``**/**`` matches what one ``**`` does: a run of them is one.
+    globs: list[str] = []
+    for glob in pattern.split("/"):
+        if glob != "**" or not globs or globs[-1] != "**":
+            globs.append(glob)
     if "**" not in globs:
         return len(names) == len(globs) and all(map(_name_matches, names, globs))
     # reached[j]: the pattern's segments so far match exactly the path's first j segments.

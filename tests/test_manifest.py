@@ -172,7 +172,7 @@ def special_manifest(root: Path, kind: str) -> Path:
     ("kind", "expected"),
     [
         ("fifo", "is not a regular file"),
-        ("device", "is not a regular file"),
+        ("device", "is a symbolic link; the manifest must be a file of the seed folder"),
         ("huge", "larger than 262144 bytes"),
         ("deep", "values are nested too deeply"),
         ("nested", "values are nested too deeply"),
@@ -190,6 +190,53 @@ def test_a_manifest_that_is_no_small_file_is_refused_without_reading_it_all(
     assert shown.stderr.strip().splitlines() == [
         f"agent: usage error: {root / 'seed.toml'}: {expected}"
     ]
+
+
+@pytest.mark.parametrize("link", ["symbolic", "hard"])
+def test_a_manifest_linked_to_a_file_elsewhere_is_refused_and_nothing_of_it_shown(
+    tmp_path: Path, run_agent: Callable[..., AgentRun], link: str
+) -> None:
+    # A link could hand the messages, and the planner, any file the caller can read.
+    secret = tmp_path / "elsewhere.toml"
+    secret.write_text(MANIFEST.replace("mean() divides by one too many", "SECRET-DESCRIPTION"))
+    root = make_seed(tmp_path / "seed")
+    (root / "seed.toml").unlink()
+    if link == "symbolic":
+        (root / "seed.toml").symlink_to(secret)
+    else:
+        os.link(secret, root / "seed.toml")
+
+    shown = run_agent("seeds", "show", str(root), timeout=20)
+
+    assert shown.returncode == 2, shown.stdout + shown.stderr
+    assert f"{link} link" in shown.stderr
+    assert "SECRET-DESCRIPTION" not in shown.stdout + shown.stderr
+
+
+def test_a_seed_folder_too_deep_or_too_large_to_walk_is_refused(tmp_path: Path) -> None:
+    deep = make_seed(tmp_path / "deep")
+    nested = deep.joinpath(*["d"] * 40)
+    nested.mkdir(parents=True)
+    (nested / "x.py").write_text("")
+    with pytest.raises(ManifestError, match="folders nest more than 16 levels deep"):
+        load_seed(deep)
+
+    wide = make_seed(tmp_path / "wide")
+    (wide / "data").mkdir()
+    for index in range(5001):
+        (wide / "data" / f"{index}.txt").write_text("")
+    with pytest.raises(ManifestError, match="holds more than 5000 files and folders"):
+        load_seed(wide)
+
+
+def test_patterns_too_long_or_too_many_are_refused(tmp_path: Path) -> None:
+    message = problem(
+        tmp_path, MANIFEST.replace('tests = ["tests/**"]', 'tests = ["' + "**/" * 40 + 'x"]')
+    )
+    assert "more than 16 segments" in message
+    many = ", ".join(f'"tests/t{index}.py"' for index in range(65))
+    message = problem(tmp_path, MANIFEST.replace('tests = ["tests/**"]', f"tests = [{many}]"))
+    assert "65 patterns; at most 64" in message
 
 
 @pytest.mark.parametrize(
