@@ -30,6 +30,13 @@ def _strict_int(value: object, _: type) -> int:
     return value
 
 
+def _strict_float(value: object, _: type) -> float:
+    # float("100") and float(True) would take a string or a boolean for a number.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected a number, got {type(value).__name__}")
+    return float(value)
+
+
 def _strict_bool(value: object, _: type) -> bool:
     # Needed of its own: bool subclasses int, so the int hook would claim (and refuse) it.
     if not isinstance(value, bool):
@@ -62,6 +69,7 @@ def _require_object(cls: type[Any]) -> Any:
 
 converter.register_structure_hook(str, _strict_str)
 converter.register_structure_hook(int, _strict_int)
+converter.register_structure_hook(float, _strict_float)
 converter.register_structure_hook(bool, _strict_bool)
 converter.register_structure_hook_factory(
     lambda t: getattr(t, "__origin__", None) is tuple and t.__args__[-1] is Ellipsis, _list_only

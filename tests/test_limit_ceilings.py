@@ -171,3 +171,12 @@ def test_an_option_may_go_above_the_default_up_to_the_ceiling(
 
     assert run.returncode == 0, run.stdout + run.stderr
     assert json.loads(run.stdout)["tests_passed"] is True
+
+
+@pytest.mark.parametrize("value", ["true", '"100"', "[1]"])
+@pytest.mark.parametrize("key", ["test_timeout_seconds", "cpu_seconds"])
+def test_a_time_limit_must_be_a_number(tmp_path: Path, key: str, value: str) -> None:
+    folder = seed_folder(tmp_path / "seed", f"{key} = {value}\n")
+
+    with pytest.raises(ManifestError, match="expected a number"):
+        load_seed(folder)
