@@ -38,6 +38,23 @@ and naming ``control_plane``, ``lazycloud_env`` or ``lazycloud_sdk`` as a test's
 ``lazycloud_sdk`` points the SDK in this process at the stand-in (environment set with
 monkeypatch, the SDK's settings cache reset before and after); for a subprocess such as
 the ``agent`` CLI, pass ``subprocess_environment(lazycloud_env)`` as its environment.
+
+What the SDK does that a backend and its tests must allow for (read in its source):
+
+- Waiting on a task (``GET tasks/{id}``) and every sandbox process call retry connection
+  errors and 502/503/504 for 600 s (``lazycloud.session.task._TRANSIENT_BUDGET_SECONDS``);
+  no setting shortens that, only the pause between attempts
+  (``LAZYCLOUD_RETRY_DELAY_SECONDS``, 0.05 here). The backend must put its own deadline
+  around every remote wait. Submitting a task (``POST .../tasks``) is not retried: a 503
+  there fails at once.
+- App slugs are ``^[a-z][a-z0-9_]{0,62}$``: no hyphens (function and sandbox names may
+  have them).
+- The image is resolved but not honoured: everything runs on this venv's Python; a
+  leading ``python``/``python3`` in a sandbox command is ``sys.executable``, and an
+  absolute argument under a top-level folder that exists in the sandbox (``/workspace/...``)
+  is mapped into its root. A sandbox process gets the sandbox spec's environment and
+  named secrets, then the request's ``env``; one ended by a signal reports 128 + the
+  signal's number. Retry delays are not waited out; ``max_attempts`` and ``retry_on`` are.
 """
 
 from __future__ import annotations
@@ -551,7 +568,10 @@ class ControlPlane:
         self._server = _Server(("127.0.0.1", self.port), self)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="lazycloud-standin", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="lazycloud-standin",
+            daemon=True,
         )
         self._thread.start()
 
