@@ -112,9 +112,16 @@ def build_group(help_text: str) -> typer.Typer:
                 if as_json:
                     raise UsageError("cleanup with --json needs --yes (nothing was deleted)")
                 echo(f"this deletes: {_listing(plan)}")
-                if not typer.confirm("delete them?", default=False, err=True):
+                try:
+                    confirmed = typer.confirm("delete them?", default=False, err=True)
+                except typer.Abort:  # no terminal to answer from (end of input)
+                    raise UsageError(
+                        "cleanup asks before deleting: answer at the prompt, or pass --yes; "
+                        "nothing was deleted"
+                    ) from None
+                if not confirmed:
                     echo("nothing was deleted")
-                    raise typer.Exit(0)
+                    return
             deleted = delete(plan, deadlines)
             if as_json:
                 print_json({"deleted": deleted})

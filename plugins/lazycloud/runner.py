@@ -25,7 +25,7 @@ from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome
 from sandboxed_coding_agent.core.output import BoundedOutput
 
 from .names import SANDBOX_NAME
-from .remote import Deadlines, RemoteTimeout, bounded, translated
+from .remote import Deadlines, bounded, translated
 
 #: Where the seed's files go in the sandbox, and where the test runs.
 WORKDIR = "/workspace/seed"
@@ -137,7 +137,7 @@ class _Sandbox:
                 response = bounded(
                     lambda: process.result(timeout), timeout + self.deadlines.call, "the test"
                 )
-            except (SandboxProcessTimeoutError, RemoteTimeout):
+            except SandboxProcessTimeoutError:
                 timed_out = True
         output = BoundedOutput(job.limits.max_output_bytes)
         if response is not None:

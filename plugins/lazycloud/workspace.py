@@ -74,7 +74,13 @@ def _deployments(deadlines: Deadlines) -> list[Any]:
         deadlines.call,
         "listing the deployments",
     )
-    return [item for item in found if item.app == APP_SLUG and item.name == FUNCTION_NAME]
+    return [
+        item
+        for item in found
+        if item.app == APP_SLUG
+        and item.name == FUNCTION_NAME
+        and str(getattr(item.state, "value", item.state)) != "deleted"
+    ]
 
 
 def _secret_names(deadlines: Deadlines) -> list[str]:
