@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -19,6 +21,8 @@ import pytest
 API_KEY = "sk-test-4f9c2e7a1b5d8e3f6a0c9b2d"
 MODEL = "test-model"
 AGENT = Path(sys.executable).with_name("agent")
+#: Holds a ``sitecustomize`` that notes each process an ``agent`` starts (see there).
+PROCESS_STARTS = Path(__file__).with_name("process_starts")
 
 FIXED_CALCULATOR = (
     '"""A tiny calculator used as the built-in seed project."""\n\n\n'
@@ -26,6 +30,26 @@ FIXED_CALCULATOR = (
     '    """Return the sum of left and right."""\n'
     "    return left + right\n"
 )
+
+
+# A suite started in the background of a script inherits SIGINT ignored, and so would every
+# agent it starts: the Ctrl-C tests would then wait for an agent that cannot hear them.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@functools.cache
+def control_groups_here() -> tuple[frozenset[str], dict[str, str]]:
+    """The controllers (``pids``, ``memory``) a sandbox's group can be made for by this caller,
+    and why not for the others: found by making one, as the agent and ``agent doctor`` do."""
+    from sandboxed_coding_agent.plugins.local_sandbox import new_sandbox_id
+    from sandboxed_coding_agent.plugins.local_sandbox.cgroups import SandboxGroups
+
+    groups = SandboxGroups(new_sandbox_id(), max_processes=16, memory_bytes=256 * 1024 * 1024)
+    try:
+        return frozenset(groups.groups), dict(groups.problems)
+    finally:
+        groups.kill_and_remove()
 
 
 @attrs.define
@@ -170,9 +194,31 @@ class AgentRun:
     stdout: str
     stderr: str
     tmpdir: Path
+    #: The command line of every process the agent started, in order.
+    processes: tuple[tuple[str, ...], ...] = ()
 
     def json(self) -> Any:
         return json.loads(self.stdout)
+
+    @property
+    def sandboxes(self) -> list[tuple[str, ...]]:
+        """The processes that were a sandbox: the local runner starts each through ``bwrap``."""
+        return [argv for argv in self.processes if any(Path(a).name == "bwrap" for a in argv)]
+
+
+def processes_started(log: Path) -> tuple[tuple[str, ...], ...]:
+    """The command lines an ``agent`` run with ``AGENT_TEST_PROCESS_LOG=log`` started."""
+    try:
+        lines = log.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return ()
+    return tuple(tuple(json.loads(line)) for line in lines)
+
+
+def noting_processes(env: Mapping[str, str], log: Path) -> dict[str, str]:
+    """``env`` for an ``agent`` that notes every process it starts in ``log``."""
+    path = [str(PROCESS_STARTS), *filter(None, [env.get("PYTHONPATH")])]
+    return {**env, "PYTHONPATH": os.pathsep.join(path), "AGENT_TEST_PROCESS_LOG": str(log)}
 
 
 @pytest.fixture
@@ -197,11 +243,13 @@ def agent_env(provider: FakeProvider, tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def run_agent(agent_env: dict[str, str]) -> Callable[..., AgentRun]:
-    """Run the installed ``agent`` console script as a user would."""
+def run_agent(agent_env: dict[str, str], tmp_path: Path) -> Callable[..., AgentRun]:
+    """Run the installed ``agent`` console script as a user would, noting what it starts."""
+    counter = iter(range(1_000_000))
 
     def run(*args: str, env: Mapping[str, str] | None = None, timeout: float = 120) -> AgentRun:
-        merged = dict(agent_env)
+        log = tmp_path / f"processes-{next(counter)}.jsonl"
+        merged = noting_processes(agent_env, log)
         if env is not None:
             merged.update(env)
         done = subprocess.run(
@@ -212,7 +260,13 @@ def run_agent(agent_env: dict[str, str]) -> Callable[..., AgentRun]:
             timeout=timeout,
             check=False,
         )
-        return AgentRun(done.returncode, done.stdout, done.stderr, Path(merged["TMPDIR"]))
+        return AgentRun(
+            done.returncode,
+            done.stdout,
+            done.stderr,
+            Path(merged["TMPDIR"]),
+            processes_started(log),
+        )
 
     return run
 

@@ -190,4 +190,5 @@ def test_policy_switched_on_from_the_command_line_refuses_the_exit_cheat(
     (rejection,) = json.loads(run.stdout)["error"]["rejections"]
     assert (rejection["policy"], rejection["rule"]) == ("python-ast", "forbidden-name")
     assert "os._exit" in rejection["message"]
-    assert "testing in runner" not in run.stderr  # no sandbox was created
+    assert "testing in runner" not in run.stderr
+    assert run.sandboxes == []

@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 import pytest
-from conftest import AgentRun
+from conftest import AgentRun, noting_processes, processes_started
 
 PROJECT = Path(__file__).resolve().parents[1]
 EXAMPLE = PROJECT / "examples" / "agent-policy-example"
@@ -89,11 +89,19 @@ def runtime_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def agent(venv: Venv, agent_env: dict[str, str], runtime_cache: Path) -> Callable[..., AgentRun]:
-    """Run the throwaway environment's ``agent`` as a user would."""
+def agent(
+    venv: Venv, agent_env: dict[str, str], runtime_cache: Path, tmp_path: Path
+) -> Callable[..., AgentRun]:
+    """Run the throwaway environment's ``agent`` as a user would, noting what it starts."""
+    counter = iter(range(1_000_000))
 
     def run(*args: str, env: Mapping[str, str] | None = None) -> AgentRun:
-        merged = {**agent_env, "XDG_CACHE_HOME": str(runtime_cache), **(env or {})}
+        log = tmp_path / f"processes-{next(counter)}.jsonl"
+        merged = {
+            **noting_processes(agent_env, log),
+            "XDG_CACHE_HOME": str(runtime_cache),
+            **(env or {}),
+        }
         done = subprocess.run(
             [str(venv.agent), *args],
             env=merged,
@@ -102,7 +110,13 @@ def agent(venv: Venv, agent_env: dict[str, str], runtime_cache: Path) -> Callabl
             timeout=120,
             check=False,
         )
-        return AgentRun(done.returncode, done.stdout, done.stderr, Path(merged["TMPDIR"]))
+        return AgentRun(
+            done.returncode,
+            done.stdout,
+            done.stderr,
+            Path(merged["TMPDIR"]),
+            processes_started(log),
+        )
 
     return run
 
@@ -187,7 +201,8 @@ def test_example_policy_rejects_a_rewrite_with_its_own_message(
         "so that a person can review it",
         "path": "roman.py",
     }
-    assert "testing in runner" not in run.stderr  # rejected before any sandbox
+    assert "testing in runner" not in run.stderr
+    assert run.sandboxes == []  # rejected before any sandbox
     # The user's --no-policy wins over the seed that switched it on.
     run = agent(
         "run", "--plan", plan(write_plan, padded), "--seed", "roman", "--no-policy", "small-diff"

@@ -319,7 +319,7 @@ def test_provider_failure_creates_no_sandbox(
     assert error["sandbox_id"] is None
     assert error["planner_task_id"].startswith("plan-")
     assert "testing in runner" not in run.stderr
-    assert list(run.tmpdir.iterdir()) == []
+    assert run.sandboxes == []
 
 
 # --- the key, nowhere -----------------------------------------------------------------------------

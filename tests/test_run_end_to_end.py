@@ -31,8 +31,14 @@ def seed_is_never_changed() -> object:
     assert seed_digest() == before
 
 
-def assert_no_sandbox_left(run: AgentRun) -> None:
+def assert_one_sandbox_that_left_nothing(run: AgentRun) -> None:
+    assert len(run.sandboxes) == 1, run.processes
+    # The workspace lives in memory and in the sandbox's tmpfs: nothing lands in TMPDIR.
     assert list(run.tmpdir.iterdir()) == []
+
+
+def assert_no_sandbox_made(run: AgentRun) -> None:
+    assert run.sandboxes == [], "a sandbox was started"
 
 
 def test_model_that_fixes_add_makes_the_test_pass(
@@ -53,7 +59,7 @@ def test_model_that_fixes_add_makes_the_test_pass(
     assert result["sandbox_id"].startswith("sbx-")
     assert "Ran 1 test" in result["test_output"]
     assert result["usage"] == {"prompt_tokens": 321, "completion_tokens": 45}
-    assert_no_sandbox_left(run)
+    assert_one_sandbox_that_left_nothing(run)
 
 
 def test_model_that_does_not_fix_add_exits_1(provider: FakeProvider, run_agent: RunAgent) -> None:
@@ -66,7 +72,7 @@ def test_model_that_does_not_fix_add_exits_1(provider: FakeProvider, run_agent: 
     assert result["tests_passed"] is False
     assert result["test_exit_code"] == 1
     assert "AssertionError: 6 != 5" in result["test_output"]
-    assert_no_sandbox_left(run)
+    assert_one_sandbox_that_left_nothing(run)
 
 
 def test_request_carries_prompt_and_seed_files_and_key_only_in_header(
@@ -199,7 +205,7 @@ def test_plan_file_still_goes_through_every_policy(
     assert error["kind"] == "policy"
     assert error["sandbox_id"] is None
     assert [r["rule"] for r in error["rejections"]] == ["path-not-editable"]
-    assert_no_sandbox_left(run)
+    assert_no_sandbox_made(run)
 
 
 @pytest.mark.parametrize(
@@ -230,7 +236,7 @@ def test_contract_violation_from_the_model_exits_4_naming_the_rule(
     assert error["sandbox_id"] is None
     assert rule in run.stderr
     assert "Traceback" not in run.stderr
-    assert_no_sandbox_left(run)
+    assert_no_sandbox_made(run)
 
 
 def test_provider_down_is_a_provider_error_and_creates_no_sandbox(
@@ -252,7 +258,7 @@ def test_provider_down_is_a_provider_error_and_creates_no_sandbox(
     assert error["planner_task_id"] in run.stderr
     assert "Traceback" not in run.stderr
     assert "testing in runner" not in run.stderr
-    assert_no_sandbox_left(run)
+    assert_no_sandbox_made(run)
 
 
 def test_refused_key_is_reported_without_showing_it(
@@ -317,7 +323,7 @@ def test_bad_configuration_exits_2_naming_the_problem(
     assert "hunter2" not in run.stderr
     assert "Traceback" not in run.stderr
     assert provider.requests == []
-    assert_no_sandbox_left(run)
+    assert_no_sandbox_made(run)
 
 
 def test_unknown_seed_and_runner_are_usage_errors(run_agent: RunAgent) -> None:
