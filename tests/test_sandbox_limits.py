@@ -19,7 +19,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from conftest import AGENT, FIXED_CALCULATOR, AgentRun, wait_until
+from conftest import AGENT, FIXED_CALCULATOR, AgentRun, control_groups_here, wait_until
 
 from sandboxed_coding_agent.core import orchestrator
 from sandboxed_coding_agent.core.model import (
@@ -335,7 +335,9 @@ def test_an_agent_stopped_by_ctrl_c_or_sigterm_leaves_no_sandbox_behind(
     process, tag = agent_process
     assert wait_until(lambda: bool(host_processes_with(tag)), timeout=20)
     groups_before = {
-        entry for c in controllers().values() for entry in c.parent.glob(f"{PREFIX}{process.pid}-*")
+        name: entry
+        for name, c in controllers().items()
+        for entry in c.parent.glob(f"{PREFIX}{process.pid}-*")
     }
 
     process.send_signal(stop)
@@ -344,8 +346,10 @@ def test_an_agent_stopped_by_ctrl_c_or_sigterm_leaves_no_sandbox_behind(
     assert process.returncode == 130, stdout + stderr
     assert "interrupted" in stderr
     assert host_processes_with(tag) == []
-    assert groups_before, "the sandbox ran without a control group"
-    assert not any(group.exists() for group in groups_before)
+    # The sandbox had a group for each controller this caller can make one for, and no other.
+    made, problems = control_groups_here()
+    assert set(groups_before) == made, problems
+    assert not any(group.exists() for group in groups_before.values())
     assert list(Path(agent_env["TMPDIR"]).iterdir()) == []
 
 
