@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -166,45 +167,75 @@ def test_patch_cannot_send_udp_to_host_loopback(run_hostile: Callable[..., Agent
     assert "PROBE udp: " in output_of(run)
 
 
-@pytest.fixture
-def dns_listeners() -> Iterator[tuple[socket.socket, socket.socket]]:
-    """UDP and TCP listeners on 127.0.0.1:53, where a resolver with no configuration asks."""
-    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+#: Runs inside a network namespace of its own, where it may bind port 53: listens on
+#: 127.0.0.1:53, where a resolver with no configuration asks (the sandbox has no /etc), runs
+#: the agent it is given there, and says what reached the listeners.
+DNS_LISTENERS_THEN_RUN = """
+import ctypes, json, socket, subprocess, sys
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+udp.bind(("127.0.0.1", 53))
+tcp.bind(("127.0.0.1", 53))
+tcp.listen()
+# bwrap refuses to start for a caller holding a capability it is not root for: the agent
+# gets none of the one that bound port 53.
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+ctypes.CDLL(None, use_errno=True).prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=120)
+udp.setblocking(False)
+tcp.setblocking(False)
+def arrived(receive):
     try:
-        try:
-            udp.bind(("127.0.0.1", 53))
-            tcp.bind(("127.0.0.1", 53))
-        except OSError as error:
-            pytest.fail(f"this test needs port 53 on 127.0.0.1 (it runs as root): {error}")
-        tcp.listen()
-        udp.setblocking(False)
-        tcp.setblocking(False)
-        yield udp, tcp
-    finally:
-        udp.close()
-        tcp.close()
+        return repr(receive())
+    except BlockingIOError:
+        return None
+print(json.dumps({
+    "returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr,
+    "udp": arrived(lambda: udp.recvfrom(512)), "tcp": arrived(tcp.accept),
+}))
+"""
+
+
+def in_a_network_of_its_own(command: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run ``command`` under DNS_LISTENERS_THEN_RUN in a new network namespace, where the
+    listeners can bind port 53 whoever runs the tests: root makes the namespace itself; any
+    other user makes it inside a user namespace holding just the capability to bind it."""
+    if os.geteuid() == 0:
+        # A user namespace would map root to root, which the sandbox user cannot leave.
+        outer = ["--unshare-net"]
+    else:
+        outer = ["--unshare-user", "--unshare-net", "--cap-add", "CAP_NET_BIND_SERVICE"]
+    done = subprocess.run(
+        [
+            *(str(bwrap_executable()), *outer, "--dev-bind", "/", "/", "--"),
+            *(sys.executable, "-c", DNS_LISTENERS_THEN_RUN, *command),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return eval_json(done.stdout)
 
 
 def test_patch_cannot_resolve_any_name(
-    run_hostile: Callable[..., AgentRun], dns_listeners: tuple[socket.socket, socket.socket]
+    agent_env: dict[str, str], write_plan: Callable[..., Path]
 ) -> None:
-    udp, tcp = dns_listeners
     name = f"{marker()}.example.com"
-
-    run = run_hostile(
-        f"""
+    body = f"""
         probe("dns", lambda: socket.getaddrinfo("{name}", 80))
         probe("dns-direct", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(
             b"\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00", ("127.0.0.1", 53)))
         """
-    )
+    plan = write_plan({"files": [{"path": "calculator.py", "content": hostile(body)}]})
 
-    with pytest.raises(BlockingIOError):
-        udp.recvfrom(512)
-    with pytest.raises(BlockingIOError):
-        tcp.accept()
-    output = output_of(run)
+    seen = in_a_network_of_its_own([str(AGENT), "run", "--plan", str(plan), "--json"], agent_env)
+
+    assert seen["returncode"] == 0, seen["stdout"] + seen["stderr"]
+    assert (seen["udp"], seen["tcp"]) == (None, None)
+    output = str(eval_json(seen["stdout"])["test_output"])
     assert "PROBE dns: refused gaierror" in output
     assert "PROBE dns-direct: " in output
 
@@ -298,24 +329,51 @@ def eval_json(text: str) -> dict[str, Any]:
     return value
 
 
+#: Waits for a plan file's path on stdin, then becomes ``agent run`` on it: the agent is
+#: this very process, whose /proc/PID/environ (the secret included) the test knows in time
+#: to name it in the plan.
+AGENT_ONCE_PLAN_IS_READY = """
+import os, sys
+plan = sys.stdin.readline().strip()
+os.execv(sys.argv[1], [sys.argv[1], "run", "--plan", plan, "--json"])
+"""
+
+
 def test_patch_cannot_read_the_agent_process_environment(
-    monkeypatch: pytest.MonkeyPatch,
+    agent_env: dict[str, str], write_plan: Callable[..., Path]
 ) -> None:
     secret = marker()
-    monkeypatch.setenv("CODING_AGENT_API_KEY", secret)
-    agent_pid = os.getpid()
-
-    outcome = run_in_process(
-        DUMP_EVERY_ENVIRONMENT
-        + f"""
-probe("agent-environ", lambda: open("/proc/{agent_pid}/environ", "rb").read())
-probe("agent-parent", lambda: open("/proc/{os.getppid()}/environ", "rb").read())
-"""
+    agent = subprocess.Popen(
+        [sys.executable, "-c", AGENT_ONCE_PLAN_IS_READY, str(AGENT)],
+        env={**agent_env, "CALLER_SECRET": secret},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+    try:
+        # The secret really is in the agent's environment, where the host can read it.
+        environ = Path(f"/proc/{agent.pid}/environ")
+        assert f"CALLER_SECRET={secret}".encode() in environ.read_bytes()
+        body = (
+            DUMP_EVERY_ENVIRONMENT
+            + f"""
+probe("agent-environ", lambda: open("/proc/{agent.pid}/environ", "rb").read())
+probe("agent-parent", lambda: open("/proc/{os.getpid()}/environ", "rb").read())
+"""
+        )
+        plan = write_plan({"files": [{"path": "calculator.py", "content": hostile(body)}]})
+        stdout, stderr = agent.communicate(f"{plan}\n", timeout=60)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
 
-    assert outcome.tests_passed, outcome.output
-    assert secret not in outcome.output
-    assert "PROBE agent-environ: refused" in outcome.output
+    assert agent.returncode == 0, stdout + stderr
+    output = str(eval_json(stdout)["test_output"])
+    assert secret not in stdout + stderr
+    assert probe_line(output, "agent-environ").startswith("PROBE agent-environ: refused")
+    assert probe_line(output, "agent-parent").startswith("PROBE agent-parent: refused")
 
 
 #: keyctl(2) and add_key(2) on this machine; other machines skip the keyring test.
@@ -390,6 +448,8 @@ probe("realtime", lambda: os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param
 probe("nice", lambda: os.nice(-10))
 """
 
+#: Raises the caller's RLIMIT_RTPRIO and RLIMIT_NICE (the way pam_limits grants an audio
+#: group realtime priority), then becomes the command it is given.
 RAISE_PRIORITY_LIMITS_THEN_EXEC = """
 import os, resource, sys
 resource.setrlimit(resource.RLIMIT_RTPRIO, (50, 50))
@@ -397,27 +457,55 @@ resource.setrlimit(resource.RLIMIT_NICE, (40, 40))
 os.execv(sys.argv[1], sys.argv[1:])
 """
 
+#: Takes realtime and raised priority, then gives them back (exit 0 if it could take both).
+TAKE_PRIORITY = """
+import os
+os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+os.nice(-10)
+"""
 
-def test_patch_cannot_take_realtime_or_higher_priority_a_caller_may_take(
-    agent_env: dict[str, str], write_plan: Callable[..., Path]
-) -> None:
-    # A caller allowed realtime priority (an audio group, say) would pass that on to a
-    # busy loop, which could then starve the host's other processes.
-    try:
-        subprocess.run(
-            [sys.executable, "-c", RAISE_PRIORITY_LIMITS_THEN_EXEC, "/bin/true"],
-            capture_output=True,
-            check=True,
+
+def runs_cleanly(*command: str) -> bool:
+    return subprocess.run(command, capture_output=True, check=False).returncode == 0
+
+
+def caller_with_priority(how: str) -> list[str]:
+    """The command prefix that runs the agent as a caller allowed realtime and raised priority
+    by ``how``; skips where this machine allows no caller that."""
+    if how == "rlimits":
+        raise_limits = [sys.executable, "-c", RAISE_PRIORITY_LIMITS_THEN_EXEC]
+        if not runs_cleanly(*raise_limits, "/bin/true"):
+            # Raising a hard limit takes CAP_SYS_RESOURCE, which some containers withhold
+            # even from root; the hard limits here are then the ones this caller got.
+            hard = [
+                resource.getrlimit(r)[1] for r in (resource.RLIMIT_RTPRIO, resource.RLIMIT_NICE)
+            ]
+            pytest.skip(
+                f"this caller may not raise RLIMIT_RTPRIO and RLIMIT_NICE (hard limits {hard}, "
+                "raising them needs CAP_SYS_RESOURCE), so no caller here holds them to pass on"
+            )
+        return raise_limits
+    if not runs_cleanly(sys.executable, "-c", TAKE_PRIORITY):
+        pytest.skip(
+            "this caller may not take realtime or raised priority itself (it lacks "
+            "CAP_SYS_NICE, which root has unless a container withholds it)"
         )
-    except subprocess.CalledProcessError:
-        pytest.skip("this caller may not raise its RLIMIT_RTPRIO and RLIMIT_NICE")
+    return []
+
+
+@pytest.mark.parametrize("how", ["rlimits", "capability"])
+def test_patch_cannot_take_realtime_or_higher_priority_a_caller_may_take(
+    agent_env: dict[str, str], write_plan: Callable[..., Path], how: str
+) -> None:
+    # A caller allowed realtime priority (an audio group, say, through its rlimits; root,
+    # through CAP_SYS_NICE) would pass that on to a busy loop, which could then starve the
+    # host's other processes.
+    caller = caller_with_priority(how)
     plan = write_plan({"files": [{"path": "calculator.py", "content": hostile(RAISE_PRIORITY)}]})
 
     done = subprocess.run(
-        [
-            *(sys.executable, "-c", RAISE_PRIORITY_LIMITS_THEN_EXEC),
-            *(str(AGENT), "run", "--plan", str(plan), "--json"),
-        ],
+        [*caller, str(AGENT), "run", "--plan", str(plan), "--json"],
         env=agent_env,
         capture_output=True,
         text=True,
