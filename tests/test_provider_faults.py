@@ -15,10 +15,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from email.utils import formatdate
+from email.utils import formatdate, parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from conftest import API_KEY, FIXED_CALCULATOR, MODEL, AgentRun, FakeProvider, plan_json, wait_until
@@ -152,14 +153,21 @@ def test_retry_after_seconds_is_honoured(provider: FakeProvider, planner: Planne
 
 
 def test_retry_after_http_date_is_honoured(provider: FakeProvider, planner: Planner) -> None:
-    provider.reply(**rate_limited(**{"Retry-After": formatdate(time.time() + 2, usegmt=True)}))
+    # Far enough ahead that no backoff comes near it, however slowly this machine answers;
+    # the wait is noted, not slept.
+    planner.backoff = Backoff(base_seconds=0.01, max_seconds=60.0, jitter=0.5)
+    retry_after = formatdate(time.time() + 30, usegmt=True)
+    due = parsedate_to_datetime(retry_after).timestamp()
+    provider.reply(**rate_limited(**{"Retry-After": retry_after}))
     provider.reply_content(PLAN)
 
+    before = time.time()
     planner.plan(max_retries=3)
+    after = time.time()
 
-    # An HTTP date has whole seconds: 2 s from now is 1 to 2 s away by the time it is read.
+    # The planner waits from when it reads the date until the date: no longer, no shorter.
     assert len(planner.waits) == 1
-    assert 0.5 <= planner.waits[0] <= 2.0
+    assert due - after <= planner.waits[0] <= due - before
 
 
 def test_retry_after_ms_is_honoured(provider: FakeProvider, planner: Planner) -> None:
@@ -204,7 +212,7 @@ def test_retry_after_within_the_cap_really_waits(provider: FakeProvider, tmp_pat
 # --- 5xx, reset, refused: bounded retries, then the status named -------------------------------
 
 
-@pytest.mark.parametrize("status", [500, 502, 503, 504])
+@pytest.mark.parametrize("status", [408, 500, 502, 503, 504])
 def test_server_errors_are_retried_then_named(
     provider: FakeProvider, planner: Planner, status: int
 ) -> None:
@@ -593,6 +601,35 @@ def test_key_in_a_rejected_path_is_blanked(provider: FakeProvider, planner: Plan
     assert API_KEY not in caught.value.message
     assert "[redacted].py" in caught.value.message
     assert all(API_KEY not in (r.path or "") for r in caught.value.rejections)
+
+
+#: A key holding characters a JSON string escapes (" and \\) and URL quoting changes (+ / = %),
+#: so that its three forms differ.
+ODD_KEY = 'sk-odd"key\\with+slash/eq=pct%4f9c2e7a'
+
+
+@pytest.mark.parametrize(
+    "form",
+    [ODD_KEY, json.dumps(ODD_KEY)[1:-1], quote(ODD_KEY, safe="")],
+    ids=["verbatim", "json-escaped", "url-quoted"],
+)
+def test_the_key_is_blanked_in_each_form_a_provider_may_echo_it_in(
+    provider: FakeProvider, tmp_path: Path, form: str
+) -> None:
+    # A provider quoting the request body it got echoes the key JSON-escaped; one quoting a
+    # URL it built, URL-quoted.
+    planner = Planner(provider.base_url, tmp_path / "state")
+    planner.environ["CODING_AGENT_API_KEY"] = ODD_KEY
+    always(provider, 400, f"invalid request, you sent: {form} (see the docs)".encode())
+
+    error = planner.fails(max_retries=0)
+
+    assert provider.requests[0].headers["Authorization"] == f"Bearer {ODD_KEY}"
+    assert "you sent: [redacted] (see the docs)" in error.message
+    (record,) = (tmp_path / "state" / "sandboxed-coding-agent" / "runs").iterdir()
+    for shown in (error.message, record.read_text()):
+        assert form not in shown
+        assert json.dumps(form)[1:-1] not in shown  # nor as the record's JSON writes it
 
 
 # --- response_format ----------------------------------------------------------------------------

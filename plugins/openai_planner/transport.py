@@ -317,7 +317,7 @@ def _status_problem(answer: _Answer, call: PlannerCall) -> str:
             f"the provider answered {label}, redirecting to {location}; "
             f"set {BASE_URL_ENV} to the URL it really serves"
         )
-    elif 400 <= status < 500:
+    elif 400 <= status < 500 and status not in RETRYABLE_STATUSES:
         advice = f"the provider rejected the request ({label})"
     else:
         advice = f"the provider answered {label}{tries}"
