@@ -8,9 +8,10 @@ the module); the built-in ones use the very same hooks.
 
 Every hook receives a ``register`` callback: call it once for each thing the
 plugin adds, and return nothing. Every ``agent`` command except ``agent logs``
-and ``--help`` imports every plugin and calls each hook once, the built-in
-plugins first. Names are first come, first served: a plugin cannot replace
-the patch contract or a built-in seed by registering the same name.
+imports every plugin and calls each hook once, the built-in plugins first
+(``agent --help`` too, to list the plugins' command groups). Names are first
+come, first served: a plugin cannot replace the patch contract or a built-in
+seed by registering the same name.
 
 A plugin that fails to import, implements a hook under a wrong name or with
 other arguments, defines a hook without :data:`hookimpl`, raises in a hook, or

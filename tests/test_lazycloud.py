@@ -247,6 +247,9 @@ def test_configure_deploy_run_sandboxes_cleanup_against_the_standin(
     task = control_plane.tasks[result["planner_task_id"]]
     assert {n: task.env[n] for n in PROVIDER_SECRET_NAMES}["CODING_AGENT_API_KEY"] == API_KEY
     assert API_KEY not in json.dumps(task.value)
+    # The planner's record is in the task's output, for `lazycloud task logs`; the key is not.
+    assert "planner record:" in task.stdout
+    assert API_KEY not in task.stdout + task.stderr
 
     listed = lazycloud("lazycloud", "sandboxes", "--json")
     assert listed.returncode == 0, listed.stderr
@@ -346,7 +349,8 @@ def test_not_logged_in_is_a_configuration_error_saying_to_log_in(
         run = lazycloud(*args, extra={"LAZYCLOUD_TOKEN": ""})
         assert run.returncode == 2, (args, run.stderr)
         line = one_clear_line(run)
-        assert "configuration error" in line and "lazycloud login" in line, line
+        assert "configuration error" in line, line
+        assert "lazycloud login" in line, line
         assert time.monotonic() - started < 15
     assert control_plane.requests == []
 
@@ -419,6 +423,9 @@ def test_a_provider_error_in_the_function_comes_back_as_a_provider_error(
     error = run.json()["error"]
     assert error["planner_task_id"] in deployed.tasks
     assert "refused the API key" in error["message"]
+    task = deployed.tasks[error["planner_task_id"]]
+    assert "planner record:" in task.stdout
+    assert API_KEY not in task.stdout + task.stderr
     assert deployed.sandboxes == {}
     no_key_in(run)
 
