@@ -72,6 +72,7 @@ class FakeKernel:
     hierarchies: dict[Path, tuple[int, tuple[str, ...]]] = attrs.Factory(dict)
     lines: list[str] = attrs.Factory(list)
     own: dict[str, str] = attrs.Factory(dict)
+    plain_write: Callable[[Path, str], None] = lambda path, value: None
 
     @property
     def roots(self) -> CgroupRoots:
@@ -125,6 +126,7 @@ class FakeKernel:
         (self.base / "proc").mkdir()
         monkeypatch.setattr(cgroups, "_make_group", self.make_group)
         monkeypatch.setattr(cgroups, "_remove_group", self.remove_group)
+        self.plain_write = cgroups._write  # for files the kernel just stores
         monkeypatch.setattr(cgroups, "_write", self.write)
         return self.roots
 
@@ -189,7 +191,7 @@ class FakeKernel:
                 for file, text in V2_FILES[name].items():
                     (child / file).write_text(text)
         else:
-            path.write_text(value)
+            self.plain_write(path, value)
 
 
 Layout = Callable[[FakeKernel], None]

@@ -9,13 +9,14 @@ from __future__ import annotations
 import pytest
 
 from sandboxed_coding_agent.core import contract
-from sandboxed_coding_agent.core.model import PatchFile, PatchPlan, SeedLimits
+from sandboxed_coding_agent.core.errors import PlanRejected
+from sandboxed_coding_agent.core.model import SeedLimits
 
 
 def messages(
     *paths: str, editable: tuple[str, ...] = ("calc.py",), content: str = "x = 1\n"
 ) -> list[tuple[str, str, str | None]]:
-    plan = PatchPlan(files=tuple(PatchFile(path=path, content=content) for path in paths))
+    plan = contract.plan_from_data({"files": [{"path": p, "content": content} for p in paths]})
     rejections = contract.check_plan(plan, editable_paths=editable, limits=SeedLimits())
     return [(r.rule, r.message, r.path) for r in rejections]
 
@@ -69,7 +70,7 @@ def test_a_path_with_a_non_breaking_space_is_no_control_character() -> None:
 
 
 def test_repeated_keys_are_named_in_the_error() -> None:
-    with pytest.raises(contract.PlanRejected) as caught:
+    with pytest.raises(PlanRejected) as caught:
         contract.parse_plan('{"files": [], "a": 1, "a": 2, "b": 1, "b": 2}')
 
     assert "repeated key 'a', 'b'" in caught.value.rejections[0].message

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 
 import pytest
 
@@ -57,6 +58,21 @@ def test_a_user_without_processes_counts_none() -> None:
     assert limits._processes_of(2**31 - 7) == 0
 
 
+@pytest.mark.skipif(os.getuid() != 0, reason="starts processes as another user")
+def test_the_process_count_rlimit_counts_exactly_the_users_processes() -> None:
+    uid = 2**31 - 9  # a user nothing else runs as
+    started = [
+        subprocess.Popen(["sleep", "30"], user=uid, group=uid, extra_groups=[]) for _ in range(3)
+    ]
+    try:
+        assert limits._processes_of(uid) == 3
+        assert limits.rlimits(JOB, pids_group=False, uid=uid)["RLIMIT_NPROC"] == (23, 23)
+    finally:
+        for process in started:
+            process.kill()
+            process.wait()
+
+
 def hit(
     exit_code: int | None = 1,
     *,
@@ -104,6 +120,7 @@ def test_signals_name_cpu_and_file_size(exit_code: int, expected: str | None) ->
         # The last refusal in the output is the one that stopped the test.
         ("[Errno 28] No space left on device\nthen MemoryError", "memory"),
         ("MemoryError caught\n[Errno 28] No space left on device", "disk"),
+        ("MemoryError\n[Errno 28] No space left on device\nMemoryError", "memory"),
     ],
 )
 def test_without_a_counter_or_signal_the_last_refusal_in_the_output_names_it(
