@@ -352,9 +352,10 @@ def test_patch_cannot_read_the_agent_process_environment(
         text=True,
     )
     try:
-        # The secret really is in the agent's environment, where the host can read it.
+        # The secret really is in the agent's environment, where the host can read it (once
+        # the process has started: until its exec completes the file reads empty).
         environ = Path(f"/proc/{agent.pid}/environ")
-        assert f"CALLER_SECRET={secret}".encode() in environ.read_bytes()
+        assert wait_until(lambda: f"CALLER_SECRET={secret}".encode() in environ.read_bytes())
         body = (
             DUMP_EVERY_ENVIRONMENT
             + f"""
