@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import errno
 import os
 import re
 import stat
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -114,19 +115,32 @@ def load_seed(
         untrusted = not _PLUGIN_SEEDS.get()
     path = Path(location)
     manifest = path if path.name == MANIFEST or path.is_file() else path / MANIFEST
-    text = _read_manifest(manifest, untrusted)
+    # The folder is opened once, and everything after is read relative to that descriptor:
+    # a folder swapped in at its path meanwhile (a link, a rename) is never looked into.
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ManifestError(f"{manifest}: {_toml_problem(str(error))}") from None
-    except RecursionError:  # tomllib parses nested values recursively
-        raise ManifestError(f"{manifest}: values are nested too deeply") from None
-    if _nested_deeper(data, MAX_NESTING):
-        raise ManifestError(f"{manifest}: values are nested too deeply")
-    return _Reader(manifest, text, untrusted).seed(data, check_policy)
+        root_fd = os.open(manifest.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ManifestError(
+            f"{manifest}: no such file (a folder seed needs a {MANIFEST})"
+        ) from None
+    except OSError as error:
+        raise ManifestError(f"{manifest.parent}: cannot read it: {error.strerror}") from None
+    try:
+        text = _read_manifest(manifest, untrusted, root_fd)
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise ManifestError(f"{manifest}: {_toml_problem(str(error))}") from None
+        except RecursionError:  # tomllib parses nested values recursively
+            raise ManifestError(f"{manifest}: values are nested too deeply") from None
+        if _nested_deeper(data, MAX_NESTING):
+            raise ManifestError(f"{manifest}: values are nested too deeply")
+        return _Reader(manifest, text, untrusted, root_fd).seed(data, check_policy)
+    finally:
+        os.close(root_fd)
 
 
-def _read_manifest(manifest: Path, untrusted: bool) -> str:
+def _read_manifest(manifest: Path, untrusted: bool, root_fd: int) -> str:
     """The manifest's text, if it is a small regular file of its own.
 
     A link is never followed (it could point at any file the caller can read,
@@ -136,7 +150,7 @@ def _read_manifest(manifest: Path, untrusted: bool) -> str:
     through that reference for reading, so what is read is what was checked.
     """
     try:
-        entry = os.open(manifest, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+        entry = os.open(manifest.name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=root_fd)
     except FileNotFoundError:
         raise ManifestError(
             f"{manifest}: no such file (a folder seed needs a {MANIFEST})"
@@ -198,6 +212,7 @@ class _Reader:
     manifest: Path
     text: str
     untrusted: bool
+    root_fd: int
     lines: dict[tuple[str, ...], int] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -221,6 +236,7 @@ class _Reader:
                 "must be 1 to 64 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit",
             )
         root = self.manifest.parent.resolve()
+        folder = os.fstat(self.root_fd)
         files = self.files(root, self.patterns(data, "files", DEFAULT_FILES))
         tests = self.patterns(data, "tests")
         editable = self.patterns(data, "editable")
@@ -247,6 +263,7 @@ class _Reader:
                 name=name,
                 description=description,
                 root=root,
+                root_identity=(folder.st_dev, folder.st_ino),
                 files=files,
                 editable_paths=editable,
                 test_command=test_command,
@@ -297,11 +314,11 @@ class _Reader:
         return found
 
     def files(self, root: Path, wanted: tuple[str, ...]) -> tuple[str, ...]:
-        candidates = _walk(root)
+        candidates = _walk(self.root_fd, root)
         chosen: dict[str, None] = {}
         for pattern in wanted:
             if patterns.is_literal(pattern):
-                problem = _literal_file_problem(root, pattern)
+                problem = _literal_file_problem(self.root_fd, pattern)
                 if problem:
                     raise self.fail(("files",), f"{pattern!r}: {problem}")
                 chosen[pattern] = None
@@ -324,7 +341,7 @@ class _Reader:
             try:
                 # lstat: the chosen files are no links, and the size of what one points to
                 # is none of the seed's business.
-                info = (root / path).lstat()
+                info = _lstat_at(self.root_fd, path)
             except OSError as error:
                 raise self.fail(("files",), f"{path!r}: cannot be read: {error.strerror}") from None
             if self.untrusted and info.st_nlink != 1:
@@ -399,57 +416,72 @@ class _Reader:
             raise self.fail(("runtime", "requirements"), reason) from None
 
 
-def _walk(root: Path) -> list[str]:
-    """Regular files under ``root``, without hidden entries, caches, symlinks and the manifest.
+def _walk(root_fd: int, root: Path) -> list[str]:
+    """Regular files of the folder open at ``root_fd`` (shown as ``root``), without hidden
+    entries, caches, links and the manifest, never following a link.
 
     A seed folder may come from anyone: one nested deeper than :data:`MAX_DEPTH` or
     holding more than :data:`MAX_WALK_ENTRIES` entries is refused rather than walked.
     """
     found: list[str] = []
     seen = 0
-    for directory, subdirs, names in os.walk(root):
-        base = Path(directory)
+    for directory, subdirs, names, folder_fd in os.fwalk(".", dir_fd=root_fd):
+        base = directory.removeprefix(".").lstrip("/")
         seen += len(subdirs) + len(names)
         if seen > MAX_WALK_ENTRIES:
             raise ManifestError(
                 f"{root}: holds more than {MAX_WALK_ENTRIES} files and folders; "
                 "a seed folder holds the seed's files only"
             )
-        depth = len(base.relative_to(root).parts)
+        depth = len(base.split("/")) if base else 0
         if subdirs and depth >= MAX_DEPTH:
             raise ManifestError(
-                f"{root}: folders nest more than {MAX_DEPTH} levels deep "
-                f"({base.relative_to(root).as_posix()!r})"
+                f"{root}: folders nest more than {MAX_DEPTH} levels deep ({base!r})"
             )
-        subdirs[:] = sorted(
-            d
-            for d in subdirs
-            if not d.startswith(".") and d != "__pycache__" and not (base / d).is_symlink()
-        )
+        # fwalk lists a link to a folder among the names, never among the folders.
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d != "__pycache__")
         for name in sorted(names):
-            full = base / name
-            if name.startswith(".") or full.is_symlink() or not full.is_file():
+            if name.startswith(".") or name.endswith((".pyc", ".pyo")):
                 continue
-            relative = full.relative_to(root).as_posix()
-            if relative != MANIFEST and not name.endswith((".pyc", ".pyo")):
+            try:
+                mode = os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            relative = f"{base}/{name}" if base else name
+            if stat.S_ISREG(mode) and relative != MANIFEST:
                 found.append(relative)
     return found
 
 
-def _literal_file_problem(root: Path, relative: str) -> str | None:
-    path = root
-    mode = 0
-    for part in PurePosixPath(relative).parts:
-        path = path / part
-        try:
-            mode = path.lstat().st_mode
-        except (FileNotFoundError, NotADirectoryError):
-            return "no such file"
-        except OSError as error:
+def _lstat_at(root_fd: int, relative: str) -> os.stat_result:
+    """The entry at ``relative`` below ``root_fd``, reached without following any link."""
+    *folders, name = relative.split("/")
+    opened: list[int] = []
+    try:
+        folder_fd = root_fd
+        for part in folders:
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            folder_fd = os.open(part, flags, dir_fd=folder_fd)
+            opened.append(folder_fd)
+        return os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+def _literal_file_problem(root_fd: int, relative: str) -> str | None:
+    try:
+        mode = _lstat_at(root_fd, relative).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "no such file"
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            mode = stat.S_IFLNK
+        else:
             return f"cannot be read: {error.strerror}"
-        # A link could hand the sandbox, and the provider, any file the caller can read.
-        if stat.S_ISLNK(mode):
-            return "is or passes through a symbolic link; seed files must be inside the seed folder"
+    # A link could hand the sandbox, and the provider, any file the caller can read.
+    if stat.S_ISLNK(mode):
+        return "is or passes through a symbolic link; seed files must be inside the seed folder"
     if not stat.S_ISREG(mode):
         return "is not a regular file"
     if relative == MANIFEST:

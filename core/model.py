@@ -19,6 +19,7 @@ import attrs
 from attrs import validators as v
 
 from . import patterns, seed_files
+from .errors import Rejection
 
 #: Files that steer a test run (pytest's conftest and configuration), so they count as
 #: test files in every seed: a plan that could rewrite them could fake any test result.
@@ -215,9 +216,16 @@ class SeedProject:
         (an empty mapping keeps the policy's defaults).
     :ivar runtime: the Python and packages the test needs; ``None``: the agent's own
         Python and its standard library.
+    :ivar hidden_test_paths: paths or patterns of test files the planner never sees
+        (:attr:`hidden_files`): they are copied into the sandbox, where the test command
+        can run them, but never sent to a planner, in the prompt or in a repair attempt's
+        feedback, and never editable.
     :ivar untrusted: the files come from a folder of unknown origin (one named on the
         command line), so a hard-linked file, which could be any file of this machine,
         is refused too. Symbolic links, FIFOs and devices are refused for every seed.
+    :ivar root_identity: the (device, inode) of ``root`` when the seed was read from a
+        folder; the files are read only from that very folder, never from one swapped in
+        at its path since.
     """
 
     name: str = attrs.field(validator=v.matches_re(r"[a-z0-9][a-z0-9._-]{0,63}"))
@@ -233,7 +241,9 @@ class SeedProject:
         factory=dict, converter=_frozen_parameters
     )
     runtime: SeedRuntime | None = None
+    hidden_test_paths: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
     untrusted: bool = False
+    root_identity: tuple[int, int] | None = None
 
     @editable_paths.validator
     def _editable_paths_are_files(self, _: attrs.Attribute[object], value: tuple[str, ...]) -> None:
@@ -248,11 +258,25 @@ class SeedProject:
         if tests:
             raise ValueError(f"editable paths match test files: {', '.join(tests)}")
 
+    @hidden_test_paths.validator
+    def _hidden_tests_are_files(self, _: attrs.Attribute[object], value: tuple[str, ...]) -> None:
+        for pattern in value:
+            problem = patterns.pattern_problem(pattern)
+            if problem:
+                raise ValueError(f"hidden test {pattern!r}: {problem}")
+            if not any(patterns.matches(f, pattern) for f in self.files):
+                raise ValueError(f"hidden test {pattern!r} matches none of the seed's files")
+
     @property
     def test_files(self) -> tuple[str, ...]:
-        """The files that prove a patch and that no plan may replace."""
-        marks = (*self.test_paths, *ALWAYS_TEST_PATHS)
+        """The files that prove a patch and that no plan may replace (hidden ones included)."""
+        marks = (*self.test_paths, *ALWAYS_TEST_PATHS, *self.hidden_test_paths)
         return tuple(f for f in self.files if patterns.matches_any(f, marks))
+
+    @property
+    def hidden_files(self) -> tuple[str, ...]:
+        """The test files a planner never sees: :attr:`hidden_test_paths` expanded."""
+        return tuple(f for f in self.files if patterns.matches_any(f, self.hidden_test_paths))
 
     @property
     def editable_files(self) -> tuple[str, ...]:
@@ -266,7 +290,9 @@ class SeedProject:
             a FIFO or a device, changed while it was read, or (when :attr:`untrusted`)
             is a hard link.
         """
-        return seed_files.read_seed_files(self.root, self.files, untrusted=self.untrusted)
+        return seed_files.read_seed_files(
+            self.root, self.files, untrusted=self.untrusted, identity=self.root_identity
+        )
 
 
 @attrs.frozen
@@ -280,11 +306,56 @@ class PlannerOptions:
         connection (never after a timeout or a 4xx answer).
     :ivar structured_output: send the plan's JSON Schema as
         ``response_format: {"type": "json_schema", ...}`` instead of asking for any JSON object.
+    :ivar temperature: the sampling temperature to ask for, 0 to 2. 0 (the default) asks
+        for the most likely answer; ``agent run --candidates K`` with K above 1 asks for
+        :data:`CANDIDATE_TEMPERATURE` unless ``--temperature`` says otherwise, so that the
+        candidates differ.
     """
 
     timeout_seconds: float = attrs.field(default=90.0, converter=float, validator=v.gt(0))
     max_retries: int = attrs.field(default=3, validator=[v.ge(0), v.le(10)])
     structured_output: bool = False
+    temperature: float = attrs.field(default=0.0, validator=[v.ge(0.0), v.le(2.0)])
+
+
+#: The temperature parallel candidates ask for unless told otherwise: above 0, so that
+#: K calls with the same prompt can give K different plans.
+CANDIDATE_TEMPERATURE = 0.7
+
+#: How much of a failed test's output a repair attempt's feedback carries: its last characters.
+FEEDBACK_OUTPUT_CHARS = 6000
+
+
+@attrs.frozen
+class Feedback:
+    """What became of the previous attempt of a run, for the planner's next try.
+
+    Sent in :attr:`PlanRequest.feedback` by ``agent run --attempts N`` after an
+    attempt that did not pass. It never holds a hidden test file, nor output
+    that could quote one: for a seed with hidden tests, the test's output is
+    withheld and :attr:`note` says what failed.
+
+    :ivar attempt: the number (from 1) of the attempt it describes.
+    :ivar files: the replacements that attempt's plan proposed; empty when the
+        planner's answer was refused before it was a plan.
+    :ivar rejections: why a policy refused that plan; empty when it was tested.
+    :ivar test_exit_code: the test's exit code; ``None`` when killed or not tested.
+    :ivar test_timed_out: whether the test hit its wall-clock limit.
+    :ivar limit_hit: the sandbox limit that stopped the test, if any.
+    :ivar test_output: the end of the test's output (at most
+        :data:`FEEDBACK_OUTPUT_CHARS` characters); ``None`` when not tested or withheld.
+    :ivar note: what the agent says about the test instead of (or besides) its output,
+        such as ``"a hidden test failed"``.
+    """
+
+    attempt: int
+    files: tuple[PatchFile, ...] = ()
+    rejections: tuple[Rejection, ...] = ()
+    test_exit_code: int | None = None
+    test_timed_out: bool = False
+    limit_hit: str | None = None
+    test_output: str | None = None
+    note: str | None = None
 
 
 @attrs.frozen
@@ -297,6 +368,10 @@ class PlanRequest:
     :ivar editable_paths: the paths the plan may replace.
     :ivar limits: bounds the plan must respect.
     :ivar options: how to talk to the provider for this run.
+    :ivar feedback: for a repair attempt, what became of the previous one (its plan and
+        the test's output, or why it was refused); ``None`` on a first attempt.
+
+    ``files`` never holds a hidden test file (:attr:`SeedProject.hidden_files`).
     """
 
     seed: str
@@ -305,6 +380,7 @@ class PlanRequest:
     editable_paths: tuple[str, ...]
     limits: SeedLimits
     options: PlannerOptions = attrs.field(factory=PlannerOptions)
+    feedback: Feedback | None = None
 
 
 @attrs.frozen
@@ -394,9 +470,99 @@ class SandboxOutcome:
         return self.exit_code == 0 and not self.timed_out and self.limit_hit is None
 
 
+#: What became of an attempt: tested and passed or failed (a timeout or a limit hit is a
+#: failure), refused by a policy, or stopped by the agent before its test ended (another
+#: candidate passed first under ``--first-pass``).
+VERDICTS = ("passed", "failed", "rejected", "stopped")
+
+
+@attrs.frozen
+class Attempt:
+    """One planner call and what became of its plan: rejected, or tested in a sandbox.
+
+    :ivar number: its place among its candidate's attempts, from 1.
+    :ivar verdict: one of :data:`VERDICTS`.
+    :ivar planner_task_id: the planner call's ID (``None`` for a plan file).
+    :ivar changed_files: the paths the plan really changes.
+    :ivar diff: a unified diff of those changes.
+    :ivar rejections: why the policies refused the plan (verdict ``rejected``).
+    :ivar sandbox_id: the (terminated) sandbox that tested it; ``None`` when not tested.
+    :ivar test_exit_code: the test's exit code; ``None`` when killed or not tested.
+    :ivar test_output: the test's output, bounded by the seed's ``max_output_bytes``.
+    :ivar test_output_truncated: whether that output was cut.
+    :ivar test_timed_out: whether the test hit its wall-clock limit.
+    :ivar limit_hit: the sandbox limit that stopped the test, if any.
+    :ivar model: the model that answered, when known.
+    :ivar response_id: the provider's ID of its answer, when given.
+    :ivar usage: tokens of this planner call, when reported.
+    :ivar planner_seconds: wall time of the planner call.
+    :ivar sandbox_seconds: wall time of the sandbox.
+    """
+
+    number: int
+    verdict: str = attrs.field(validator=v.in_(VERDICTS))
+    planner_task_id: str | None = None
+    changed_files: tuple[str, ...] = ()
+    diff: str = ""
+    rejections: tuple[Rejection, ...] = ()
+    sandbox_id: str | None = None
+    test_exit_code: int | None = None
+    test_output: str = ""
+    test_output_truncated: bool = False
+    test_timed_out: bool = False
+    limit_hit: str | None = None
+    model: str | None = None
+    response_id: str | None = None
+    usage: TokenUsage | None = None
+    planner_seconds: float | None = None
+    sandbox_seconds: float | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "passed"
+
+    @property
+    def tested(self) -> bool:
+        """Whether its test ran to the end in a sandbox (passed or failed)."""
+        return self.verdict in ("passed", "failed")
+
+
+@attrs.frozen
+class Candidate:
+    """One of ``agent run --candidates K``'s independent tries: its attempts, in order.
+
+    :ivar number: its place among the candidates, from 1.
+    :ivar attempts: its attempts (more than one with ``--attempts N``); the last
+        one passed, or it was the last allowed, or the run stopped it.
+    :ivar stopped: the run stopped it before it finished (another candidate passed
+        first under ``--first-pass``, or the run ended in an error).
+    """
+
+    number: int
+    attempts: tuple[Attempt, ...] = ()
+    stopped: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return any(attempt.passed for attempt in self.attempts)
+
+
 @attrs.frozen
 class RunResult:
-    """The outcome of one ``agent run``: what changed and whether the seed's test passed."""
+    """The outcome of one ``agent run``: what changed and whether the seed's test passed.
+
+    The fields up to ``limit_hit`` describe the attempt the run's verdict rests on:
+    the one that passed, or else the last one tested, of the chosen candidate.
+
+    :ivar attempts: every attempt of the chosen candidate, in order (one without
+        ``--attempts``).
+    :ivar passed_attempt: the number of the attempt that passed, if one did.
+    :ivar candidates: with ``--candidates K`` above 1, every candidate (each with its
+        attempts); empty otherwise.
+    :ivar chosen_candidate: the number of the candidate the result describes: the one
+        that passed in the fewest attempts, then with the smallest diff, then the
+        lowest number; when none passed, the lowest-numbered one that was tested.
+    """
 
     seed: str
     instruction: str
@@ -417,6 +583,10 @@ class RunResult:
     sandbox_seconds: float = 0.0
     response_id: str | None = None
     limit_hit: str | None = None
+    attempts: tuple[Attempt, ...] = ()
+    passed_attempt: int | None = None
+    candidates: tuple[Candidate, ...] = ()
+    chosen_candidate: int = 1
 
 
 @attrs.frozen

@@ -59,13 +59,20 @@ def hard_link_problem(path: str, links: int) -> str:
     )
 
 
-def read_seed_files(root: Path, paths: Iterable[str], *, untrusted: bool) -> dict[str, bytes]:
+def read_seed_files(
+    root: Path,
+    paths: Iterable[str],
+    *,
+    untrusted: bool,
+    identity: tuple[int, int] | None = None,
+) -> dict[str, bytes]:
     """Read ``paths`` (relative, ``/``-separated, never ``.`` or ``..``) of the folder ``root``.
 
     Symbolic links (the file or a folder on its way), FIFOs, sockets and devices
     are refused for every seed; with ``untrusted``, a file with more than one
     name (a hard link, which could be any file the caller can read) is refused
-    too. All files together hold at most :data:`MAX_SEED_BYTES`.
+    too. All files together hold at most :data:`MAX_SEED_BYTES`. With ``identity``
+    (device, inode), ``root`` must still be that folder.
 
     :raises SeedFileError: naming the first file that cannot be read safely.
     """
@@ -76,6 +83,14 @@ def read_seed_files(root: Path, paths: Iterable[str], *, untrusted: bool) -> dic
     except OSError as error:
         raise SeedFileError(f"seed folder {str(root)!r} cannot be read: {error.strerror}") from None
     try:
+        found = os.fstat(root_fd)
+        if identity is not None and (found.st_dev, found.st_ino) != identity:
+            # Another folder now stands at that path (a link or a rename swapped in since
+            # the manifest was read): its files are none of the seed's.
+            raise SeedFileError(
+                f"seed folder {str(root)!r} is no longer the folder its seed.toml was read "
+                "from (it was replaced since); run again once nothing changes it"
+            )
         files: dict[str, bytes] = {}
         room = MAX_SEED_BYTES
         for path in paths:

@@ -19,6 +19,7 @@ import pytest
 from conftest import AgentRun, FakeProvider
 from test_manifest import FIXED, make_seed
 
+from sandboxed_coding_agent.core import manifest as manifest_module
 from sandboxed_coding_agent.core import seed_files
 from sandboxed_coding_agent.core.errors import UsageError
 from sandboxed_coding_agent.core.hookspecs import hookimpl
@@ -359,3 +360,48 @@ def test_the_built_in_seed_reads_as_before() -> None:
 
     assert not seed.untrusted
     assert seed.read_files() == {path: (seed.root / path).read_bytes() for path in seed.files}
+
+
+# --- the folder itself swapped -----------------------------------------------------------------
+
+
+def decoy_with_secret(tmp_path: Path) -> Path:
+    """A folder laid out as the seed, whose ``stats/mean.py`` holds the secret."""
+    decoy = make_seed(tmp_path / "decoy")
+    (decoy / "stats" / "mean.py").write_text(SECRET)
+    return decoy
+
+
+def test_a_seed_folder_swapped_for_another_after_loading_is_not_read(
+    tmp_path: Path, folder: Path
+) -> None:
+    seed = load_seed(folder)
+    decoy = decoy_with_secret(tmp_path)
+    folder.rename(tmp_path / "original")
+    folder.symlink_to(decoy)
+
+    message = refused(seed)
+
+    assert "is no longer the folder its seed.toml was read from" in message
+
+
+def test_a_seed_folder_swapped_while_its_manifest_is_read_is_never_looked_into(
+    tmp_path: Path, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The swap happens right after the manifest was read, before the folder is listed: the
+    # listing and every check are made in the folder the manifest came from.
+    decoy = decoy_with_secret(tmp_path)
+    (decoy / "stats" / "only_in_decoy.py").write_text(SECRET)
+    parse = manifest_module.tomllib.loads
+
+    def parse_then_swap(text: str) -> dict[str, Any]:
+        folder.rename(tmp_path / "original")
+        folder.symlink_to(decoy)
+        return parse(text)
+
+    monkeypatch.setattr(manifest_module.tomllib, "loads", parse_then_swap)
+    seed = load_seed(folder)
+    monkeypatch.undo()
+
+    assert "stats/only_in_decoy.py" not in seed.files
+    refused(seed)
