@@ -137,3 +137,17 @@ def test_doctor_lists_nothing_a_stdlib_seed_could_import_beyond_the_standard_lib
     finding = next(f for f in run.json()["findings"] if f["item"] == "stdlib seeds")
     assert finding["ok"] is True, finding
     assert finding["detail"].endswith("the standard library and its own files only")
+
+
+def test_a_test_that_adds_the_systems_package_folders_to_its_path_finds_them_empty() -> None:
+    system = [str(f) for f in Path("/usr").glob("lib/python3*/dist-packages")]
+    system += [str(f) for f in Path("/usr").glob("local/lib/python3*/*-packages")]
+    if not system:
+        pytest.skip("this system keeps no Python packages under /usr")
+
+    outcome = run_in_process(
+        f"import os\nprint('SYSTEM', [os.listdir(f) for f in {sorted(system)!r}])\n"
+    )
+
+    assert outcome.tests_passed, outcome.output
+    assert f"SYSTEM {[[] for _ in system]}" in outcome.output

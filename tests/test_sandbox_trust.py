@@ -241,6 +241,7 @@ def test_a_root_caller_chooses_the_sandbox_user(monkeypatch: pytest.MonkeyPatch)
 @pytest.mark.parametrize(
     "value",
     ["root", "0", "0:0", "1000:0", "no-such-user-x", "a b", "-1", "4294967294", "2147483648"]
+    + ["1", "daemon", "1000:1", "\u0661\u0660\u0660\u0660", "1000:\u0661"]
     + [f"1000:{g.gr_gid}" for g in grp.getgrall() if g.gr_name in ("disk", "shadow", "adm")],
 )
 def test_a_sandbox_user_that_cannot_be_used_is_a_configuration_error(

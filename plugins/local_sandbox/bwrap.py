@@ -42,6 +42,13 @@ PROC_KERNEL_INTERFACES = ("sys", "sysrq-trigger", "irq", "bus")
 #: covered with the host's ``/dev/null``, which the sandbox may not open (its mounts allow
 #: no devices). The keys themselves are out of reach through :mod:`.seccomp`.
 PROC_KEY_LISTS = ("keys", "key-users")
+#: Where a distribution keeps its Python packages (Debian's ``dist-packages`` among them).
+SYSTEM_SITE_FOLDERS = (
+    "usr/lib/python3*/dist-packages",
+    "usr/lib/python3*/site-packages",
+    "usr/local/lib/python3*/dist-packages",
+    "usr/local/lib/python3*/site-packages",
+)
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ENABLE_USERNS_HINT = (
     "enable unprivileged user namespaces, for example "
@@ -135,9 +142,13 @@ def host_site_folders() -> list[str]:
     package or runs a host ``.pth`` file: the result does not depend on what
     happens to be installed on the machine. ``site`` answers for any layout
     (pyenv's ``site-packages``, a distribution's ``dist-packages``, a
-    ``--prefix`` install); the user's own site folder is never bound.
+    ``--prefix`` install); the user's own site folder is never bound. The
+    system's own Python package folders under ``/usr``, which every sandbox
+    sees, are hidden too, so that a test adding them to ``sys.path`` finds
+    nothing there either.
     """
     found = site.getsitepackages([sys.base_prefix, sys.base_exec_prefix])
+    found += [str(folder) for pattern in SYSTEM_SITE_FOLDERS for folder in Path("/").glob(pattern)]
     return sorted({os.path.realpath(f) for f in found if os.path.isdir(f)})
 
 

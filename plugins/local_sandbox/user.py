@@ -49,10 +49,14 @@ NOBODY = 65534
 #: Groups that grant access to devices, logs, secrets or administration: never the sandbox's.
 PRIVILEGED_GROUPS = frozenset(
     {"root", "wheel", "sudo", "admin", "adm", "disk", "shadow", "kmem", "docker", "lxd",
-     "libvirt", "kvm", "systemd-journal", "video", "input", "tty", "dialout"}
+     "libvirt", "kvm", "systemd-journal", "video", "input", "tty", "dialout", "ssl-cert",
+     "utmp", "mail", "backup", "staff", "operator", "sys", "bin", "daemon"}
 )  # fmt: skip
-_NUMERIC = re.compile(r"(\d{1,10})(?::(\d{1,10}))?")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?")
+#: Below this, ids are the statically allocated system accounts (daemon, bin, sys, adm, ...),
+#: which own system files and services: never the sandbox's.
+FIRST_FREE_SYSTEM_ID = 100
+_NUMERIC = re.compile(r"([0-9]{1,10})(?::([0-9]{1,10}))?", re.ASCII)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?", re.ASCII)
 
 
 @attrs.frozen
@@ -116,8 +120,14 @@ def parse_user(value: str) -> SandboxUser:
         raise ConfigurationError(
             f"{ENVIRONMENT}: {value!r} is past 2147483647, the highest uid or gid bwrap can map"
         )
+    if min(user.uid, user.gid) < FIRST_FREE_SYSTEM_ID and NOBODY not in (user.uid, user.gid):
+        raise ConfigurationError(
+            f"{ENVIRONMENT} names a system account ({user.describe()}): ids below "
+            f"{FIRST_FREE_SYSTEM_ID} own system files and services; give the sandbox a user "
+            "of its own (useradd --system agent-sandbox)"
+        )
     group = _group_name(user.gid)
-    if group in PRIVILEGED_GROUPS:
+    if group in PRIVILEGED_GROUPS or (user.name or "") in PRIVILEGED_GROUPS:
         raise ConfigurationError(
             f"{ENVIRONMENT} names group {group!r} (gid {user.gid}), which grants access to "
             "devices, logs or administration; give the sandbox a group of its own"
