@@ -562,6 +562,8 @@ class RunResult:
     :ivar chosen_candidate: the number of the candidate the result describes: the one
         that passed in the fewest attempts, then with the smallest diff, then the
         lowest number; when none passed, the lowest-numbered one that was tested.
+    :ivar run_id: the run's record (``agent replay RUN_ID``, ``agent diff RUN_ID``);
+        ``None`` when the run was not recorded.
     """
 
     seed: str
@@ -587,6 +589,7 @@ class RunResult:
     passed_attempt: int | None = None
     candidates: tuple[Candidate, ...] = ()
     chosen_candidate: int = 1
+    run_id: str | None = None
 
 
 @attrs.frozen

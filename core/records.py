@@ -153,16 +153,32 @@ def write_record(record: PlannerRecord, environ: Mapping[str, str] = os.environ)
     :raises OSError: the state directory cannot be written.
     """
     path = record_path(record.planner_task_id, environ)
+    write_private_file(path, to_json(record, indent=2) + "\n")
+    return path
+
+
+def state_directory(environ: Mapping[str, str] = os.environ) -> Path:
+    """``$XDG_STATE_HOME/sandboxed-coding-agent``, which holds every kind of record."""
+    return runs_directory(environ).parent
+
+
+def write_private_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole, readable by its owner only (folder 0700, file 0600).
+
+    It is written to a temporary file beside it and renamed into place, so a reader
+    never sees half of it and concurrent writers of other files never meet.
+
+    :raises OSError: the folder cannot be written.
+    """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".record-", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(to_json(record, indent=2) + "\n")
+            stream.write(text)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-    return path
 
 
 def read_record(task_id: str, environ: Mapping[str, str] = os.environ) -> PlannerRecord:
