@@ -36,9 +36,9 @@ MAX_MANIFEST_BYTES = 256 * 1024
 MAX_NESTING = 16
 #: How deep a seed folder's folders may nest, and how many entries it may hold in all.
 MAX_DEPTH = 16
-MAX_WALK_ENTRIES = 5000
+MAX_WALK_ENTRIES = 2000
 #: How many patterns one key (files, tests, editable) may list.
-MAX_PATTERNS = 64
+MAX_PATTERNS = 32
 DEFAULT_FILES = ("**/*",)
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -186,3 +187,12 @@ def test_seeds_show_answers_promptly_for_a_hostile_pattern(
     shown = run.json()
     assert shown["editable_paths"] == [PATHOLOGICAL, "app.py"]
     assert sorted(shown["editable_files"]) == sorted([matching_name, "app.py"])
+
+
+def test_a_pattern_of_many_question_marks_answers_quickly_on_a_long_name() -> None:
+    # Each piece between stars is searched in one pass: a piece of 127 '?' against a name
+    # of 250 characters took 24 ms per match when every place was compared in Python.
+    started = time.perf_counter()
+    for _ in range(200):
+        assert not patterns.matches("x/" + "a" * 250, "**/*" + "?" * 127 + "b*")
+    assert time.perf_counter() - started < 1.0
