@@ -568,8 +568,14 @@ def _scan_value(text: str, depth: int, open_string: str | None) -> tuple[int, st
 def _closing(text: str, start: int, delimiter: str) -> int:
     i = start
     while (found := text.find(delimiter, i)) >= 0:
-        escapes = len(text[:found]) - len(text[:found].rstrip("\\"))
-        if delimiter == "'''" or escapes % 2 == 0:
+        if delimiter == "'''":
+            return found
+        # Count the backslashes just before it, not by slicing the text so far: a manifest
+        # full of escaped quotes would make that quadratic.
+        before = found
+        while before > start and text[before - 1] == "\\":
+            before -= 1
+        if (found - before) % 2 == 0:
             return found
         i = found + 1
     return -1

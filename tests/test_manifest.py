@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -504,3 +505,15 @@ def test_planner_is_shown_the_files_an_editable_glob_expands_to(
     project = json.loads(message.split("\n", 1)[1])
     assert project["editable_paths"] == ["stats/__init__.py", "stats/mean.py"]
     assert "Fix mean." in message
+
+
+def test_a_manifest_full_of_escaped_quotes_is_read_in_one_pass() -> None:
+    # Finding where a multi-line string ends once counted the backslashes before each
+    # quote by slicing the text so far: 256 KB of \""" took over ten seconds.
+    text = 'description = """' + '\\"""' * 60_000 + '"""\nname = "x"\n'
+
+    started = time.perf_counter()
+    lines = key_lines(text)
+
+    assert time.perf_counter() - started < 2
+    assert lines[("name",)] == 2
