@@ -43,7 +43,9 @@ from .errors import (
     UsageError,
 )
 from .model import (
+    CANDIDATE_TEMPERATURE,
     LIMIT_CEILINGS,
+    Attempt,
     Finding,
     LimitError,
     PatchPlan,
@@ -56,6 +58,11 @@ from .serialization import to_jsonable
 
 EXIT_INTERRUPTED = EXIT_CODES["interrupted"]
 MAX_PLAN_FILE_BYTES = 1024 * 1024
+#: Bounds of ``agent run --attempts``, ``--candidates`` and ``--jobs``: each planner call
+#: costs money, each sandbox memory.
+MAX_ATTEMPTS = 10
+MAX_CANDIDATES = 16
+MAX_JOBS = 64
 _INTERRUPTED = "interrupted; the sandbox (if any) was terminated and its workspace removed"
 
 
@@ -266,6 +273,11 @@ def _error_json(error: AgentError) -> dict[str, Any]:
     }
     if isinstance(error, PlanRejected):
         body["rejections"] = to_jsonable(list(error.rejections))
+    # What a run with --attempts or --candidates made before the error ended it.
+    if error.attempts:
+        body["attempts"] = to_jsonable(list(error.attempts))
+    if error.candidates:
+        body["candidates"] = to_jsonable(list(error.candidates))
     return {"error": body}
 
 
@@ -384,12 +396,52 @@ def _print_summary(result: RunResult) -> None:
         )
         if _has_record(result.planner_task_id):
             lines.append(f"record:          agent logs {result.planner_task_id}")
+    if len(result.attempts) > 1:
+        lines.append(f"attempts:        {_describe_attempts(result.attempts)}")
+    if result.candidates:
+        lines.append(f"candidates:      {_describe_candidates(result)}")
     typer.echo(lines[0])
     _echo("\n".join(lines[1:]))
     _echo("\ndiff:")
     _echo(result.diff.rstrip("\n") or "(no change)")
     _echo("\ntest output:")
     _echo(result.test_output.rstrip("\n") or "(none)")
+
+
+def _describe_attempts(attempts: Sequence[Attempt]) -> str:
+    """``1 failed (exit 1), 2 rejected, 3 passed``."""
+    described = []
+    for attempt in attempts:
+        detail = ""
+        if attempt.test_timed_out:
+            detail = " (timeout)"
+        elif attempt.limit_hit is not None:
+            detail = f" ({attempt.limit_hit} limit)"
+        elif attempt.verdict == "failed":
+            code = attempt.test_exit_code
+            detail = f" (exit {'none' if code is None else code})"
+        described.append(f"{attempt.number} {attempt.verdict}{detail}")
+    return ", ".join(described)
+
+
+def _describe_candidates(result: RunResult) -> str:
+    """``#1 passed after 2 attempts (chosen); #2 failed; #3 stopped``."""
+    described = []
+    for candidate in result.candidates:
+        if candidate.passed:
+            text = "passed"
+        elif candidate.stopped:
+            text = "stopped"
+        elif candidate.attempts and candidate.attempts[-1].verdict == "rejected":
+            text = "rejected"
+        else:
+            text = "failed"
+        if len(candidate.attempts) > 1:
+            text += f" after {len(candidate.attempts)} attempts"
+        if candidate.number == result.chosen_candidate:
+            text += " (chosen)"
+        described.append(f"#{candidate.number} {text}")
+    return "; ".join(described)
 
 
 @app.callback()
@@ -497,6 +549,48 @@ def run(
             help="Ask for the plan's JSON Schema (response_format json_schema).",
         ),
     ] = False,
+    attempts: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=MAX_ATTEMPTS,
+            help="Planner calls per candidate: after a failed test or a refused plan, ask "
+            "again with the previous plan and the test's output (or the reasons) as feedback.",
+        ),
+    ] = 1,
+    candidates: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=MAX_CANDIDATES,
+            help="Independent plans to ask for and test at once; the result is the one that "
+            "passed in the fewest attempts, then with the smallest diff.",
+        ),
+    ] = 1,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=MAX_JOBS,
+            help="Sandboxes at once with --candidates (default: the CPU count).",
+        ),
+    ] = None,
+    first_pass: Annotated[
+        bool,
+        typer.Option(
+            "--first-pass",
+            help="With --candidates: stop the other candidates as soon as one passes.",
+        ),
+    ] = False,
+    temperature: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=2.0,
+            help=f"Sampling temperature (default: 0, or {CANDIDATE_TEMPERATURE} with "
+            "--candidates above 1 so that the candidates differ).",
+        ),
+    ] = None,
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = None,
     as_json: JsonOption = False,
@@ -538,8 +632,17 @@ def run(
                 timeout_seconds=provider_timeout,
                 max_retries=provider_retries,
                 structured_output=structured_output,
+                temperature=(
+                    temperature
+                    if temperature is not None
+                    else (CANDIDATE_TEMPERATURE if candidates > 1 else 0.0)
+                ),
             ),
             progress=_say,
+            attempts=attempts,
+            candidates=candidates,
+            jobs=jobs,
+            first_pass=first_pass,
         )
         if as_json:
             _print_json(to_jsonable(result))
@@ -617,6 +720,8 @@ def _seed_row(host: PluginHost, name: str) -> dict[str, Any]:
         "editable_paths": list(seed.editable_paths),
         "editable_files": list(seed.editable_files),
         "test_files": list(seed.test_files),
+        "hidden_test_paths": list(seed.hidden_test_paths),
+        "hidden_test_files": list(seed.hidden_files),
         "test_command": list(seed.test_command),
         "default_prompt": seed.default_prompt,
         "limits": to_jsonable(seed.limits),
@@ -667,6 +772,7 @@ def seeds_show(
             f"editable:       {', '.join(row['editable_paths'])}",
             f"editable files: {', '.join(row['editable_files'])}",
             f"test files:     {', '.join(row['test_files']) or 'none'}",
+            f"hidden tests:   {_describe_hidden(row['hidden_test_files'])}",
             f"test command:   {' '.join(row['test_command'])}",
             f"default prompt: {row['default_prompt']}",
             f"limits:         {limits}",
@@ -674,6 +780,12 @@ def seeds_show(
             f"policies:       {'; '.join(policies) or 'none switched on by the seed'}",
         ]
         _echo("\n".join(lines))
+
+
+def _describe_hidden(files: list[str]) -> str:
+    if not files:
+        return "none"
+    return f"{', '.join(files)} (run in the sandbox, never sent to a planner)"
 
 
 def _describe_runtime(runtime: dict[str, Any] | None) -> str:

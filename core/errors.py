@@ -7,6 +7,7 @@ nothing else in the project decides exit codes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -32,9 +33,18 @@ class Rejection:
 
 
 class AgentError(Exception):
-    """Base of every error the agent reports to its user instead of a traceback."""
+    """Base of every error the agent reports to its user instead of a traceback.
+
+    :ivar attempts: when a run with ``--attempts`` or ``--candidates`` ends in this
+        error, the :class:`~sandboxed_coding_agent.core.model.Attempt` objects its
+        candidate made before it; empty otherwise.
+    :ivar candidates: likewise, every :class:`~sandboxed_coding_agent.core.model.Candidate`
+        of a run with ``--candidates`` above 1, as far as each got.
+    """
 
     kind = "internal"
+    attempts: tuple[Any, ...] = ()
+    candidates: tuple[Any, ...] = ()
 
     def __init__(
         self,

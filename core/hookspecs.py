@@ -111,7 +111,12 @@ def register_planners(register: Callable[[Planner], None]) -> None:
 
     Called once per command, when the plugins are loaded; the selected
     planner's :meth:`~sandboxed_coding_agent.core.protocols.Planner.plan` is
-    called once per ``agent run`` that has no ``--plan FILE``.
+    called once per ``agent run`` that has no ``--plan FILE``, or once per
+    attempt and candidate with ``--attempts N`` and ``--candidates K``: a repair
+    attempt's request carries
+    :class:`~sandboxed_coding_agent.core.model.Feedback` on the attempt before, and
+    candidates call it from several threads at once. Requests never hold a seed's
+    hidden test files.
 
     :param register: call once with each object that has the members of
         :class:`~sandboxed_coding_agent.core.protocols.Planner`.
@@ -124,7 +129,12 @@ def register_runners(register: Callable[[Runner], None]) -> None:
 
     Called once per command, when the plugins are loaded; the selected
     runner's :meth:`~sandboxed_coding_agent.core.protocols.Runner.run_test` is
-    called once per ``agent run`` whose plan every policy accepted.
+    called for every plan of a run that every policy accepted (once per attempt
+    and candidate), from several threads at once with ``--candidates K``; a runner
+    that also has
+    :meth:`~sandboxed_coding_agent.core.protocols.StoppableRunner.run_test_until`
+    lets ``--first-pass`` and Ctrl-C stop its running sandboxes at once. The job
+    holds every seed file, hidden tests included.
 
     :param register: call once with each object that has the members of
         :class:`~sandboxed_coding_agent.core.protocols.Runner`.

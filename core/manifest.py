@@ -48,6 +48,7 @@ _KEYS = frozenset(
         "description",
         "files",
         "tests",
+        "hidden_tests",
         "editable",
         "test_command",
         "default_prompt",
@@ -239,12 +240,15 @@ class _Reader:
         folder = os.fstat(self.root_fd)
         files = self.files(root, self.patterns(data, "files", DEFAULT_FILES))
         tests = self.patterns(data, "tests")
+        hidden = self.patterns(data, "hidden_tests", ())
         editable = self.patterns(data, "editable")
-        for key, given in (("tests", tests), ("editable", editable)):
+        for key, given in (("tests", tests), ("hidden_tests", hidden), ("editable", editable)):
             for pattern in given:
                 if not any(patterns.matches(f, pattern) for f in files):
                     raise self.fail((key,), f"{pattern!r} matches none of the seed's files")
-        test_files = [f for f in files if patterns.matches_any(f, (*tests, *ALWAYS_TEST_PATHS))]
+        test_files = [
+            f for f in files if patterns.matches_any(f, (*tests, *hidden, *ALWAYS_TEST_PATHS))
+        ]
         clash = [f for f in test_files if patterns.matches_any(f, editable)]
         if clash:
             raise self.fail(
@@ -270,6 +274,7 @@ class _Reader:
                 default_prompt=default_prompt,
                 limits=limits,
                 test_paths=tests,
+                hidden_test_paths=hidden,
                 policies=policies,
                 runtime=runtime,
                 untrusted=self.untrusted,

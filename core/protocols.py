@@ -14,6 +14,7 @@ instead of an instance, is left out with a warning naming the plugin.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -140,16 +141,29 @@ class Planner(Protocol):
     def plan(self, request: PlanRequest) -> PlannerResult:
         """Make one plan for ``request``.
 
-        Called once per ``agent run`` without ``--plan``, before any policy or
-        sandbox. Give every call a new planner task ID (up to 128 letters,
-        digits, ``-`` and ``_``, such as ``"replay-" + secrets.token_hex(8)``),
+        Called once per attempt of each candidate of an ``agent run`` without
+        ``--plan`` (once, without ``--attempts`` and ``--candidates``), before
+        any policy or sandbox. With ``--candidates`` the calls come from several
+        threads at once, so keep no per-call state on the planner object.
+        Give every call a new planner task ID (up to 128 letters, digits, ``-``
+        and ``_``, such as ``"replay-" + secrets.token_hex(8)``),
         and put it in the result and in every error you raise, so that a user
         can find the call in your logs. Check the plan with
         :func:`~sandboxed_coding_agent.core.contract.validate_plan` before
         returning it (the agent checks it again anyway).
 
-        :param request: the instruction, every seed file, the editable paths and
-            the limits; everything the planner may show a model.
+        A repair attempt (``agent run --attempts N``) has ``request.feedback``:
+        the previous attempt's files and the end of its test's output, or the
+        policies' reasons for refusing it; show it to the model, since it is the
+        whole point of the attempt. Ask for ``request.options.temperature`` where
+        the backend has such a setting (above 0 only for parallel candidates,
+        unless the user says otherwise).
+
+        :param request: the instruction, every seed file but the hidden tests,
+            the editable paths, the limits, the options and any feedback;
+            everything the planner may show a model. It is plain data
+            (:mod:`~sandboxed_coding_agent.core.serialization` round-trips it),
+            so it can be sent as it is to a planner elsewhere.
         :returns: the plan with the task ID and, when known, the model, the
             provider's response ID, the token usage and the call's duration.
         :raises ConfigurationError: a setting it needs (an environment
@@ -188,7 +202,10 @@ class Runner(Protocol):
     def run_test(self, job: SandboxJob) -> SandboxOutcome:
         """Test ``job`` in a new sandbox, and terminate the sandbox whatever happens.
 
-        Called once per ``agent run``, after every policy accepted the plan.
+        Called for each plan that every policy accepted: once per ``agent
+        run``, or once per attempt and candidate with ``--attempts`` and
+        ``--candidates``, then from several threads at once (at most ``--jobs``
+        sandboxes at a time), so keep no per-call state on the runner object.
         Create a sandbox holding only ``job.files`` (no secrets, no network),
         run ``job.test_command`` in the folder holding them, within
         ``job.limits`` (``test_timeout_seconds``, the output bounds and the
@@ -215,6 +232,32 @@ class Runner(Protocol):
 
 
 @runtime_checkable
+class StoppableRunner(Protocol):
+    """A runner whose sandbox the agent can stop before the test ends.
+
+    A runner that has ``run_test_until`` is a stoppable runner; there is nothing
+    to register separately. ``agent run --candidates K`` uses it for every
+    sandbox, so that ``--first-pass`` (once one candidate passed), an error in
+    another candidate, and Ctrl-C terminate the running sandboxes at once; a
+    runner without it has its running sandboxes waited for until their tests end.
+    """
+
+    def run_test_until(self, job: SandboxJob, stop: threading.Event) -> SandboxOutcome:
+        """Like :meth:`Runner.run_test`, but terminate the sandbox as soon as ``stop`` is set.
+
+        Called from a worker thread. Notice ``stop`` within a fraction of a
+        second, terminate the sandbox as ``run_test`` would after a timeout, and
+        return the outcome as far as it got (the agent counts the attempt as
+        stopped); raise only for the reasons ``run_test`` would.
+
+        :param job: as for ``run_test``.
+        :param stop: set by the agent when the sandbox is no longer wanted; it may be
+            set before the call, and then no test needs to start.
+        """
+        ...
+
+
+@runtime_checkable
 class PreparingRunner(Protocol):
     """A runner that also has slow, one-time work to do before a sandbox starts.
 
@@ -225,7 +268,7 @@ class PreparingRunner(Protocol):
     def prepare(self, job: SandboxJob, progress: Callable[[str], None]) -> None:
         """Do the slow work ``job`` needs before ``run_test``, outside any sandbox.
 
-        Called just before ``run_test``, for work such as building
+        Called once per run, just before the first ``run_test``, for work such as building
         ``job.runtime`` with network access. ``run_test`` must still work
         without it (preparing then, silently).
 

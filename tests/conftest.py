@@ -73,6 +73,8 @@ class Reply:
     body: bytes = b""
     headers: dict[str, str] = attrs.Factory(dict)
     action: Callable[[BaseHTTPRequestHandler], None] | None = None
+    #: Seconds to wait before answering, as a slow model would (requests are served at once).
+    delay: float = 0.0
 
 
 def completion(content: str | None, **overrides: Any) -> dict[str, Any]:
@@ -134,6 +136,8 @@ class FakeProvider:
                         client_port=self.client_address[1],
                     )
                 )
+                if reply.delay:
+                    time.sleep(reply.delay)
                 if reply.action is not None:
                     reply.action(self)
                     return

@@ -19,6 +19,7 @@ import json
 import os
 import resource
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -120,7 +121,18 @@ class LocalSandbox:
             prepare_runtime(job.runtime, progress)
 
     def run_test(self, job: SandboxJob) -> SandboxOutcome:
+        return self._test(job, None)
+
+    def run_test_until(self, job: SandboxJob, stop: threading.Event) -> SandboxOutcome:
+        """``run_test``, with the sandbox killed (as at a timeout) once ``stop`` is set."""
+        return self._test(job, stop)
+
+    def _test(self, job: SandboxJob, stop: threading.Event | None) -> SandboxOutcome:
         sandbox_id = new_sandbox_id()
+        if stop is not None and stop.is_set():
+            return SandboxOutcome(
+                runner=self.name, sandbox_id=sandbox_id, exit_code=None, output=""
+            )
         try:
             bwrap = bwrap_executable()
         except SandboxError as error:
@@ -135,14 +147,19 @@ class LocalSandbox:
             memory_bytes=(job.limits.memory_mb + job.limits.disk_mb) * MIB,
         )
         try:
-            return self._run(job, sandbox_id, bwrap, groups)
+            return self._run(job, sandbox_id, bwrap, groups, stop)
         except SandboxError as error:
             raise SandboxError(error.message, sandbox_id=sandbox_id) from None
         finally:
             groups.kill_and_remove()
 
     def _run(
-        self, job: SandboxJob, sandbox_id: str, bwrap: Path, groups: SandboxGroups
+        self,
+        job: SandboxJob,
+        sandbox_id: str,
+        bwrap: Path,
+        groups: SandboxGroups,
+        stop: threading.Event | None,
     ) -> SandboxOutcome:
         user = sandbox_user()
         hide: list[str] = []
@@ -186,6 +203,7 @@ class LocalSandbox:
                     timeout=job.limits.test_timeout_seconds,
                     max_output_bytes=job.limits.max_output_bytes,
                     output_stop_bytes=job.limits.output_stop_bytes,
+                    stop=stop,
                 )
             except OSError as error:
                 raise SandboxError(f"could not start bwrap: {error}") from None

@@ -136,26 +136,45 @@ class _Sandbox:
             time.sleep(0.005)
 
 
-def _exited_within(process: subprocess.Popen[bytes], timeout: float) -> bool:
-    """Wait for ``process`` to exit, at most ``timeout`` seconds; whether it did.
+#: How often a sandbox that may be stopped (``run_test_until``) looks at its stop event.
+STOP_POLL_SECONDS = 0.05
+
+
+def _exited_within(
+    process: subprocess.Popen[bytes], timeout: float, stop: threading.Event | None = None
+) -> bool:
+    """Wait for ``process`` to exit, at most ``timeout`` seconds, or until ``stop`` is set;
+    whether it did not time out (it exited, or was stopped).
 
     Where pidfds exist, the process is left unreaped, for :meth:`_Sandbox.kill`.
     """
+    deadline = time.monotonic() + timeout
     # Popen.wait(timeout) polls with sleeps of up to 50 ms, which would add to every
     # sandbox; a pidfd wakes us the moment the process exits.
     try:
         pidfd = os.pidfd_open(process.pid)
     except (AttributeError, OSError):
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
+        pidfd = None
     try:
-        readable, _, _ = select.select([pidfd], [], [], timeout)
+        while True:
+            left = deadline - time.monotonic()
+            if stop is not None:
+                if stop.is_set():
+                    return True
+                left = min(left, STOP_POLL_SECONDS)
+            if pidfd is None:
+                try:
+                    process.wait(timeout=max(left, 0))
+                    return True
+                except subprocess.TimeoutExpired:
+                    pass
+            elif select.select([pidfd], [], [], max(left, 0))[0]:
+                return True
+            if time.monotonic() >= deadline:
+                return False
     finally:
-        os.close(pidfd)
-    return bool(readable)
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def run_sandbox(
@@ -166,11 +185,13 @@ def run_sandbox(
     timeout: float,
     max_output_bytes: int,
     output_stop_bytes: int,
+    stop: threading.Event | None = None,
 ) -> Finished:
     """Run ``argv`` (which starts bwrap) and return once every process of it is dead.
 
     ``status_pipe`` is the (read, write) pair whose write end the argv names in
-    ``--json-status-fd``; both ends are closed here.
+    ``--json-status-fd``; both ends are closed here. Setting ``stop`` kills the
+    sandbox as a timeout would, except that it does not count as one.
 
     :raises OSError: the process could not be started at all.
     """
@@ -205,7 +226,7 @@ def run_sandbox(
         reader.start()
     timed_out = False
     try:
-        timed_out = not _exited_within(process, timeout)
+        timed_out = not _exited_within(process, timeout, stop)
     finally:
         # Whatever happened (pass, fail, timeout, flood, Ctrl-C), nothing of the sandbox survives.
         sandbox.kill()

@@ -58,7 +58,7 @@ from sandboxed_coding_agent.core.protocols import Check, Planner
 
 from .answer import extract_json_object, parse_completion
 from .call import PlannerCall
-from .prompt import build_messages, encode_body, plan_json_schema, request_body
+from .prompt import build_messages, encode_body, feedback_text, plan_json_schema, request_body
 from .settings import (
     API_KEY_ENV,
     BASE_URL_ENV,
@@ -205,6 +205,8 @@ def _refuse_to_send_the_key(call: PlannerCall, request: PlanRequest) -> None:
     where = [f"seed file {path!r}" for path, text in request.files.items() if call.holds_key(text)]
     if call.holds_key(request.instruction):
         where.insert(0, "the instruction")
+    if request.feedback is not None and call.holds_key(feedback_text(request.feedback)):
+        where.append("the previous attempt's feedback")
     if where:
         verb = "holds" if len(where) == 1 else "hold"
         raise UsageError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sandboxed_coding_agent.core.model import PlanRequest
+from sandboxed_coding_agent.core.model import Feedback, PlanRequest
 
 SYSTEM_PROMPT = """\
 You change a small software project so that its unit test passes.
@@ -36,7 +36,35 @@ def build_messages(request: PlanRequest) -> list[dict[str, str]]:
     user = "Project and request as JSON. Only the editable paths may change.\n" + json.dumps(
         project, indent=1, ensure_ascii=False
     )
+    if request.feedback is not None:
+        user += "\n\n" + feedback_text(request.feedback)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def feedback_text(feedback: Feedback) -> str:
+    """What the model is told about its previous attempt: its files, then why it failed."""
+    previous: dict[str, Any] = {
+        "attempt": feedback.attempt,
+        "files": [{"path": entry.path, "content": entry.content} for entry in feedback.files],
+    }
+    if feedback.rejections:
+        previous["rejections"] = [rejection.describe() for rejection in feedback.rejections]
+        lead = "Your previous plan was refused before it was tested; do not repeat the reasons."
+    else:
+        test: dict[str, Any] = {"exit_code": feedback.test_exit_code}
+        if feedback.test_timed_out:
+            test["timed_out"] = True
+        if feedback.limit_hit is not None:
+            test["limit_hit"] = feedback.limit_hit
+        if feedback.note is not None:
+            test["note"] = feedback.note
+        if feedback.test_output is not None:
+            test["output_end"] = feedback.test_output
+        previous["test"] = test
+        lead = "Your previous plan was tested and the test failed; fix what made it fail."
+    return f"{lead} Answer with a new plan.\nPrevious attempt as JSON:\n" + json.dumps(
+        previous, indent=1, ensure_ascii=False
+    )
 
 
 def plan_json_schema(request: PlanRequest) -> dict[str, Any]:
@@ -66,7 +94,8 @@ def plan_json_schema(request: PlanRequest) -> dict[str, Any]:
 
 
 def request_body(model: str, request: PlanRequest) -> dict[str, Any]:
-    """The chat completions request: deterministic, and asking for JSON only."""
+    """The chat completions request: asking for JSON only, at the options' temperature
+    (0, the most likely answer, unless candidates are wanted)."""
     if request.options.structured_output:
         response_format: dict[str, Any] = {
             "type": "json_schema",
@@ -80,7 +109,7 @@ def request_body(model: str, request: PlanRequest) -> dict[str, Any]:
         response_format = {"type": "json_object"}
     return {
         "model": model,
-        "temperature": 0,
+        "temperature": request.options.temperature,
         "response_format": response_format,
         "messages": build_messages(request),
     }
