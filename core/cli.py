@@ -29,7 +29,14 @@ import attrs
 import typer
 from typer.core import TyperGroup
 
-from . import contract, orchestrator, records
+from . import (
+    cli_diff,
+    cli_replay,
+    contract,
+    orchestrator,
+    records,
+    run_records,
+)
 from .doctor import EXIT_NOT_READY, INSTALLATION_CHECKS, ready, run_checks
 from .errors import (
     EXIT_CODES,
@@ -396,6 +403,8 @@ def _print_summary(result: RunResult) -> None:
         )
         if _has_record(result.planner_task_id):
             lines.append(f"record:          agent logs {result.planner_task_id}")
+    if result.run_id is not None:
+        lines.append(f"run ID:          {result.run_id} (agent replay / agent diff)")
     if len(result.attempts) > 1:
         lines.append(f"attempts:        {_describe_attempts(result.attempts)}")
     if result.candidates:
@@ -610,8 +619,9 @@ def run(
         test_runner = host.runner(runner)
         chosen_planner = host.planner(planner) if plan_file is None else None
         given_plan = _read_plan_file(plan_file) if plan_file is not None else None
-        result = orchestrator.run(
+        result = run_records.run_recorded(
             seed_project,
+            plugins=host.plugin_infos(),
             runner=test_runner,
             policies=host.policies_for(
                 seed_project, switch_on=policy or (), switch_off=no_policy or ()
@@ -867,6 +877,11 @@ def plugins_list(as_json: JsonOption = False, debug: DebugOption = False) -> Non
             _echo(f"  from {source}: {info.location}")
             if info.problem:
                 _echo(f"  problem: {info.problem}")
+
+
+# Commands of their own modules: each module is light to import and imports its work when run.
+app.command("replay")(cli_replay.replay)
+app.command("diff")(cli_diff.diff)
 
 
 def _terminate(signum: int, _: FrameType | None) -> NoReturn:

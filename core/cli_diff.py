@@ -1,0 +1,32 @@
+"""``agent diff``: a recorded run's chosen patch, as a unified diff ``git apply`` accepts."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+
+def diff(
+    run: Annotated[
+        str,
+        typer.Argument(metavar="RUN_ID|FILE", help="A run ID (run-...) or a run record file."),
+    ],
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of any error.")
+    ] = False,
+) -> None:
+    """Print the patch a recorded run chose, as a diff `git apply` accepts."""
+    from . import cli, run_records
+
+    with cli._reporting(False, debug):
+        record = run_records.read_run_record(run)
+        patch = run_records.git_diff(record.originals, run_records.chosen_plan(record))
+        if not patch:
+            cli._say(f"run {record.run_id}'s patch changes nothing")
+        elif sys.stdout.isatty():
+            cli._echo(patch.rstrip("\n"))  # control characters shown escaped, as everywhere
+        else:
+            sys.stdout.write(patch)  # byte for byte, for `git apply`
+            sys.stdout.flush()

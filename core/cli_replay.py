@@ -1,0 +1,77 @@
+"""``agent replay``: re-test a recorded run's plans in fresh sandboxes, with no provider."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+
+def replay(
+    run: Annotated[
+        str,
+        typer.Argument(metavar="RUN_ID|FILE", help="A run ID (run-...) or a run record file."),
+    ],
+    seed: Annotated[
+        str | None,
+        typer.Option(help="Replay on this seed (name or folder) instead of the recorded one."),
+    ] = None,
+    runner: Annotated[
+        str | None, typer.Option(help="Test runner (default: the one the run used).")
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Replay even when the seed's files changed since the run."),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")
+    ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of any error.")
+    ] = False,
+) -> None:
+    """Re-test a recorded run's plans in fresh sandboxes; exit 0 when every verdict matches."""
+    from . import cli, run_records
+    from . import replay as replaying
+    from .serialization import to_jsonable
+
+    with cli._reporting(as_json, debug):
+        record = run_records.read_run_record(run)
+        host = cli._load_plugins()
+        project = replaying.replay_seed(host, record, seed, force)
+        replayed = replaying.replay(
+            record,
+            project,
+            runner=host.runner(runner or record.runner),
+            policies=replaying.replay_policies(host, record, project),
+            progress=cli._say,
+        )
+        all_match = all(test.matches for test in replayed)
+        if as_json:
+            tests = [{**to_jsonable(test), "matches": test.matches} for test in replayed]
+            cli._print_json({"run_id": record.run_id, "matches": all_match, "tests": tests})
+        else:
+            for test in replayed:
+                cli._echo(_describe(test))
+            cli._echo(
+                f"run {record.run_id}: "
+                + ("every verdict matches" if all_match else "verdicts DIFFER from the record")
+            )
+    raise typer.Exit(0 if all_match else 1)
+
+
+def _describe(test: object) -> str:
+    from .replay import ReplayedTest
+
+    assert isinstance(test, ReplayedTest)
+    recorded = "passed" if test.recorded_passed else "failed"
+    if test.passed is None:
+        now = f"not tested: {test.problem}"
+    else:
+        now = ("passed" if test.passed else "failed") + f" (sandbox {test.sandbox_id})"
+    chosen = ", the run's verdict" if test.chosen else ""
+    verdict = "match" if test.matches else "DIFFERENT"
+    return (
+        f"test {test.number} ({', '.join(test.paths) or 'no files'}{chosen}): "
+        f"recorded {recorded}, now {now}: {verdict}"
+    )
