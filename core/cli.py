@@ -30,8 +30,10 @@ import typer
 from typer.core import TyperGroup
 
 from . import (
+    cli_batch,
     cli_diff,
     cli_replay,
+    cli_report,
     contract,
     orchestrator,
     records,
@@ -880,6 +882,8 @@ def plugins_list(as_json: JsonOption = False, debug: DebugOption = False) -> Non
 
 
 # Commands of their own modules: each module is light to import and imports its work when run.
+app.command("batch")(cli_batch.batch)
+app.command("report")(cli_report.report)
 app.command("replay")(cli_replay.replay)
 app.command("diff")(cli_diff.diff)
 

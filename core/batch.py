@@ -1,0 +1,396 @@
+"""Batch runs: a file of tasks, run with bounded concurrency, one result line per task.
+
+A tasks file holds one JSON object per line (blank lines and lines starting
+with ``#`` are skipped), each naming a ``seed`` and optionally an ``id``, a
+``prompt``, ``attempts``, ``candidates``, a ``planner`` and a ``runner``. A
+task's ID is its ``id`` or ``line-N`` (its line number); results are keyed by
+it, so ``--resume`` can skip what is done.
+
+The results file gets one JSON line per finished task, appended, flushed and
+synced as each task ends: a crash or a kill loses no finished task, and at
+worst leaves a torn last line, which a resume cuts off before appending.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import IO
+
+import attrs
+from attrs import validators as v
+
+from . import orchestrator, run_records
+from .errors import AgentError, PlanRejected, Rejection, UsageError
+from .model import RunResult, TokenUsage
+from .plugins import PluginHost, PluginInfo
+from .serialization import describe_structure_error, structure, to_json
+
+RESULT_FORMAT = 1
+#: What became of a task, in the order the summary lists them.
+STATUSES = (
+    "passed",
+    "failed",
+    "rejected",
+    "provider-error",
+    "sandbox-error",
+    "usage-error",
+    "internal-error",
+)
+_STATUS_OF_KIND = {
+    "policy": "rejected",
+    "provider": "provider-error",
+    "sandbox": "sandbox-error",
+    "usage": "usage-error",
+    "configuration": "usage-error",
+}
+#: Options a task line may give that only some versions of ``orchestrator.run`` take.
+RUN_OPTIONS = ("attempts", "candidates")
+#: The longest line of a tasks file that is read.
+MAX_TASK_LINE_BYTES = 1024 * 1024
+_TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+@attrs.frozen
+class BatchTask:
+    """One line of a tasks file.
+
+    :ivar seed: the seed, as ``agent run --seed`` takes it (a relative folder is
+        relative to the directory ``agent batch`` runs in).
+    :ivar id: the task's ID in the results; ``line-N`` when not given.
+    :ivar prompt: the instruction; the seed's own when not given.
+    :ivar attempts: as ``agent run --attempts``.
+    :ivar candidates: as ``agent run --candidates``.
+    :ivar planner: the planner backend.
+    :ivar runner: the test runner.
+    """
+
+    seed: str
+    id: str | None = attrs.field(default=None, validator=v.optional(v.matches_re(_TASK_ID)))
+    prompt: str | None = None
+    attempts: int | None = attrs.field(default=None, validator=v.optional(v.ge(1)))
+    candidates: int | None = attrs.field(default=None, validator=v.optional(v.ge(1)))
+    planner: str = "openai"
+    runner: str = "local"
+
+
+@attrs.frozen
+class TaskLine:
+    """A task and where it came from."""
+
+    line: int
+    task_id: str
+    task: BatchTask
+
+
+@attrs.frozen
+class InvalidLine:
+    """A line of the tasks file that is not a task, and why."""
+
+    line: int
+    message: str
+
+
+@attrs.frozen
+class TaskError:
+    """The error a task ended in.
+
+    :ivar rejections: for a policy error, every reason.
+    """
+
+    kind: str
+    message: str
+    planner_task_id: str | None = None
+    sandbox_id: str | None = None
+    rejections: tuple[Rejection, ...] = ()
+
+
+@attrs.frozen
+class TaskResult:
+    """One line of a results file: what became of one task.
+
+    :ivar id: the task's ID.
+    :ivar line: its line in the tasks file.
+    :ivar seed: the seed it named.
+    :ivar status: one of :data:`STATUSES`.
+    :ivar seconds: its wall time.
+    :ivar tokens: tokens of every planner call of the run that reported them.
+    :ivar run_id: its run record (``agent replay``, ``agent diff``), when one was kept.
+    :ivar result: the run's result, when it ended in one.
+    :ivar error: the error it ended in, when it did.
+    """
+
+    id: str
+    line: int
+    seed: str
+    status: str = attrs.field(validator=v.in_(STATUSES))
+    seconds: float
+    prompt: str | None = None
+    planner: str | None = None
+    runner: str | None = None
+    tokens: int = 0
+    run_id: str | None = None
+    result: RunResult | None = None
+    error: TaskError | None = None
+    format: int = RESULT_FORMAT
+
+
+def supported_run_options() -> frozenset[str]:
+    """Which of :data:`RUN_OPTIONS` this agent's ``orchestrator.run`` takes."""
+    parameters = inspect.signature(orchestrator.run).parameters
+    return frozenset(name for name in RUN_OPTIONS if name in parameters)
+
+
+def read_tasks(
+    lines: Iterable[bytes], supported: frozenset[str]
+) -> tuple[list[TaskLine], list[InvalidLine]]:
+    """The tasks of a tasks file, and the lines that are not tasks (each with its number)."""
+    tasks: list[TaskLine] = []
+    invalid: list[InvalidLine] = []
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(lines, start=1):
+        try:
+            task = _parse_task(raw, supported)
+        except ValueError as problem:
+            invalid.append(InvalidLine(number, str(problem)))
+            continue
+        if task is None:
+            continue
+        task_id = task.id or f"line-{number}"
+        if task_id in seen:
+            invalid.append(
+                InvalidLine(number, f"the ID {task_id!r} was already given on line {seen[task_id]}")
+            )
+            continue
+        seen[task_id] = number
+        tasks.append(TaskLine(number, task_id, task))
+    return tasks, invalid
+
+
+def _parse_task(raw: bytes, supported: frozenset[str]) -> BatchTask | None:
+    if len(raw) > MAX_TASK_LINE_BYTES:
+        raise ValueError(f"the line is longer than {MAX_TASK_LINE_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ValueError("the line is not UTF-8 text") from None
+    if not text or text.startswith("#"):
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise ValueError(f"not JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    try:
+        task = structure(data, BatchTask)
+    except Exception as error:  # cattrs raises a tree of ordinary exceptions
+        raise ValueError("; ".join(describe_structure_error(error, root="task"))) from None
+    for option in RUN_OPTIONS:
+        if getattr(task, option) is not None and option not in supported:
+            raise ValueError(f"{option!r} is not supported by this version of the agent")
+    return task
+
+
+def tokens_of(result: RunResult) -> int:
+    """Tokens of every planner call the run made (every attempt of every candidate)."""
+    attempts = [a for c in result.candidates for a in c.attempts] or list(result.attempts)
+    usages: list[TokenUsage | None] = [a.usage for a in attempts] or [result.usage]
+    return sum((u.prompt_tokens or 0) + (u.completion_tokens or 0) for u in usages if u)
+
+
+def run_task(
+    task_line: TaskLine,
+    host: PluginHost,
+    *,
+    plugins: Sequence[PluginInfo],
+    environ: Mapping[str, str] = os.environ,
+) -> TaskResult:
+    """Run one task as ``agent run`` would, recorded; any error becomes its result."""
+    task = task_line.task
+    started = time.monotonic()
+    run_id = run_records.new_run_id()
+    result: RunResult | None = None
+    error: TaskError | None = None
+    try:
+        seed = host.seed(task.seed)
+        options = {name: getattr(task, name) for name in RUN_OPTIONS}
+        result = run_records.run_recorded(
+            seed,
+            runner=host.runner(task.runner),
+            planner=host.planner(task.planner),
+            policies=host.policies_for(seed),
+            instruction=task.prompt,
+            plugins=plugins,
+            run_id=run_id,
+            environ=environ,
+            **{name: value for name, value in options.items() if value is not None},
+        )
+        status = "passed" if result.tests_passed else "failed"
+    except AgentError as failure:
+        status = _STATUS_OF_KIND.get(failure.kind, "internal-error")
+        error = TaskError(
+            kind=failure.kind,
+            message=failure.message,
+            planner_task_id=failure.planner_task_id,
+            sandbox_id=failure.sandbox_id,
+            rejections=failure.rejections if isinstance(failure, PlanRejected) else (),
+        )
+    except Exception as failure:  # one task's bug must not end the batch
+        status = "internal-error"
+        error = TaskError(kind="internal", message=f"{type(failure).__name__}: {failure}")
+    kept = run_records.record_path(run_id, environ).is_file()
+    return TaskResult(
+        id=task_line.task_id,
+        line=task_line.line,
+        seed=task.seed,
+        status=status,
+        seconds=round(time.monotonic() - started, 3),
+        prompt=task.prompt,
+        planner=task.planner,
+        runner=task.runner,
+        tokens=tokens_of(result) if result is not None else 0,
+        run_id=run_id if kept else None,
+        result=result,
+        error=error,
+    )
+
+
+def read_results(path: Path) -> tuple[list[TaskResult], list[InvalidLine], int]:
+    """The results in ``path``, its damaged lines, and where its last whole line ends.
+
+    A last line without its newline was torn by a kill while being written: it is
+    left out (and its bytes are past the returned offset).
+
+    :raises UsageError: the file cannot be read.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return [], [], 0
+    except OSError as error:
+        raise UsageError(f"cannot read {str(path)!r}: {error.strerror}") from None
+    end = data.rfind(b"\n") + 1
+    results: list[TaskResult] = []
+    damaged: list[InvalidLine] = []
+    for number, raw in enumerate(data[:end].splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            results.append(structure(json.loads(raw), TaskResult))
+        except Exception as error:  # not JSON, or not a result of this format
+            if isinstance(error, ValueError | RecursionError):
+                reason = str(error)
+            else:
+                reason = "; ".join(describe_structure_error(error, root="result"))
+            damaged.append(InvalidLine(number, reason))
+    return results, damaged, end
+
+
+class ResultsFile:
+    """The results file, open for appending one line per finished task.
+
+    Without ``resume`` a file that already holds results is refused (it is never
+    overwritten). With it, the results in it are the done tasks, and a torn last
+    line is cut off first.
+
+    :raises UsageError: the file cannot be opened, holds damaged lines, or holds
+        results and ``resume`` is not set.
+    """
+
+    def __init__(self, path: Path, *, resume: bool) -> None:
+        self.path = path
+        results, damaged, end = read_results(path)
+        if damaged:
+            first = damaged[0]
+            raise UsageError(
+                f"{str(path)!r} line {first.line} is not a result ({first.message}); "
+                "it is not a results file of this agent, or it was edited"
+            )
+        if (results or end) and not resume:
+            raise UsageError(
+                f"{str(path)!r} already holds {len(results)} results; add --resume to run "
+                "only the tasks not in it, or name another file"
+            )
+        self.done: dict[str, TaskResult] = {result.id: result for result in results}
+        self._lock = threading.Lock()
+        try:
+            self._stream: IO[str] = path.open("a", encoding="utf-8")
+            self._stream.truncate(end)  # a torn last line, from a kill mid-write
+        except OSError as error:
+            raise UsageError(f"cannot write {str(path)!r}: {error.strerror}") from None
+
+    def append(self, result: TaskResult) -> None:
+        """Write one result line and make it durable before returning."""
+        line = to_json(result) + "\n"
+        with self._lock:
+            self._stream.write(line)
+            self._stream.flush()
+            os.fsync(self._stream.fileno())
+            self.done[result.id] = result
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._stream.close()
+
+
+def run_tasks(
+    tasks: Sequence[TaskLine],
+    run_one: Callable[[TaskLine], TaskResult],
+    *,
+    jobs: int,
+    started: Callable[[TaskLine], None],
+    finished: Callable[[TaskResult], None],
+    interrupted: Callable[[int], None],
+) -> None:
+    """Run ``tasks``, at most ``jobs`` at once, calling ``finished`` as each ends.
+
+    On Ctrl-C (``KeyboardInterrupt``) no further task starts; the running ones
+    end their sandboxes and are reported (``interrupted`` is told how many are
+    left), and then the ``KeyboardInterrupt`` is raised again.
+    """
+    stop = threading.Event()
+
+    def work(task_line: TaskLine) -> None:
+        if stop.is_set():
+            return
+        started(task_line)
+        finished(run_one(task_line))
+
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="agent-batch")
+    pending: set[Future[None]] = set()
+    try:
+        pending = {pool.submit(work, task_line) for task_line in tasks}
+        while pending:
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            for future in done:
+                future.result()
+    except KeyboardInterrupt:
+        stop.set()
+        for future in pending:
+            future.cancel()
+        _wait_for_running(pending, interrupted)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _wait_for_running(pending: set[Future[None]], interrupted: Callable[[int], None]) -> None:
+    """Wait for the tasks already running: their sandboxes end and their results are kept."""
+    while True:
+        running = {future for future in pending if not future.done()}
+        if not running:
+            return
+        interrupted(len(running))
+        try:
+            wait(running)
+        except KeyboardInterrupt:
+            continue

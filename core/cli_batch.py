@@ -1,0 +1,208 @@
+"""``agent batch``: run a file of tasks with bounded concurrency, one result line per task."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
+
+import typer
+
+if TYPE_CHECKING:
+    from .batch import TaskLine, TaskResult
+
+_LABELS = {
+    "passed": "passed",
+    "failed": "failed",
+    "rejected": "rejected",
+    "provider-error": "provider errors",
+    "sandbox-error": "sandbox errors",
+    "usage-error": "usage errors",
+    "internal-error": "internal errors",
+}
+
+
+def batch(
+    tasks: Annotated[
+        Path,
+        typer.Argument(
+            help="Tasks file: one JSON object per line, each with a seed and optionally an id, "
+            "prompt, attempts, candidates, planner and runner.",
+            dir_okay=False,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="Results file: one JSON line per finished task, written as each finishes.",
+            dir_okay=False,
+        ),
+    ],
+    jobs: Annotated[int, typer.Option(min=1, max=64, help="Tasks run at once.")] = 4,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", help="Skip the tasks whose result is already in --out."),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the summary as one JSON object on stdout.")
+    ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of any error.")
+    ] = False,
+) -> None:
+    """Run a file of tasks, a few at once, one result line per task; resumable."""
+    from . import batch as batching
+    from . import cli
+    from .errors import UsageError
+
+    with cli._reporting(as_json, debug):
+        try:
+            with tasks.open("rb") as stream:
+                lines = list(stream)
+        except OSError as error:
+            raise UsageError(
+                f"cannot read the tasks file {str(tasks)!r}: {error.strerror}"
+            ) from None
+        todo, invalid = batching.read_tasks(lines, batching.supported_run_options())
+        for problem in invalid:
+            cli._say(f"{tasks} line {problem.line}: {problem.message}; the line was skipped")
+        results = batching.ResultsFile(out, resume=resume)
+        try:
+            host = cli._load_plugins()
+            plugins = host.plugin_infos()
+            waiting = [t for t in todo if t.task_id not in results.done]
+            if resume and len(waiting) < len(todo):
+                cli._say(f"{len(todo) - len(waiting)} tasks already have results in {out}")
+            progress = _Progress(len(todo), len(todo) - len(waiting))
+            clock = time.monotonic()
+
+            def finished(result: TaskResult) -> None:
+                results.append(result)
+                progress.finished(result)
+
+            try:
+                batching.run_tasks(
+                    waiting,
+                    lambda task_line: batching.run_task(task_line, host, plugins=plugins),
+                    jobs=jobs,
+                    started=progress.started,
+                    finished=finished,
+                    interrupted=progress.interrupted,
+                )
+            finally:
+                progress.close()
+            wall = time.monotonic() - clock
+        finally:
+            results.close()
+        summary = _summary(list(results.done.values()), len(invalid), len(waiting), wall)
+        if as_json:
+            cli._print_json(summary, indent=2)
+        else:
+            _print_summary(summary)
+    all_passed = not invalid and summary["counts"]["passed"] == len(todo)
+    raise typer.Exit(0 if all_passed else 1)
+
+
+class _Progress:
+    """One updating line on a terminal; otherwise one plain line on stderr per finished task."""
+
+    def __init__(self, total: int, done: int, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.total, self.done, self.running = total, done, 0
+        self.counts: dict[str, int] = {}
+        self.clock = time.monotonic()
+        self.lock = threading.Lock()
+        self._draw()
+
+    def started(self, _: TaskLine) -> None:
+        with self.lock:
+            self.running += 1
+            self._draw()
+
+    def finished(self, result: TaskResult) -> None:
+        from . import cli
+
+        with self.lock:
+            self.running -= 1
+            self.done += 1
+            self.counts[result.status] = self.counts.get(result.status, 0) + 1
+            if not self.tty:
+                record = f" (run {result.run_id})" if result.run_id else ""
+                cli._say(
+                    f"[{self.done}/{self.total}] task {result.id} (line {result.line}, seed "
+                    f"{result.seed}): {result.status} in {result.seconds:.1f} s{record}"
+                )
+            self._draw()
+
+    def interrupted(self, running: int) -> None:
+        from . import cli
+
+        with self.lock:
+            self._clear()
+            cli._say(
+                f"interrupted: no further task starts; waiting for {running} running "
+                "task(s) to end their sandboxes (their results are kept)"
+            )
+            self._draw()
+
+    def _draw(self) -> None:
+        if not self.tty:
+            return
+        width = 24
+        filled = width * self.done // self.total if self.total else width
+        errors = sum(n for status, n in self.counts.items() if status.endswith("-error"))
+        line = (
+            f"[{'#' * filled}{'-' * (width - filled)}] {self.done}/{self.total}  "
+            f"passed {self.counts.get('passed', 0)}  failed {self.counts.get('failed', 0)}  "
+            f"rejected {self.counts.get('rejected', 0)}  errors {errors}  "
+            f"running {self.running}  {time.monotonic() - self.clock:.0f} s"
+        )
+        self.stream.write("\r\x1b[2K" + line)
+        self.stream.flush()
+
+    def _clear(self) -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _summary(results: list[TaskResult], invalid: int, ran: int, wall: float) -> dict[str, Any]:
+    from .batch import STATUSES
+
+    counts = {status: sum(1 for r in results if r.status == status) for status in STATUSES}
+    return {
+        "tasks": len(results),
+        "counts": counts,
+        "invalid_lines": invalid,
+        "tokens": sum(r.tokens for r in results),
+        "task_seconds": round(sum(r.seconds for r in results), 3),
+        "ran": ran,
+        "wall_seconds": round(wall, 3),
+        "tasks_per_second": round(ran / wall, 3) if wall > 0 else None,
+    }
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    rows = [(_LABELS[status], f"{n:,}") for status, n in summary["counts"].items()]
+    rows += [
+        ("invalid lines", f"{summary['invalid_lines']:,}"),
+        ("tasks with results", f"{summary['tasks']:,}"),
+        ("tokens", f"{summary['tokens']:,}"),
+        ("task time", f"{summary['task_seconds']:.1f} s"),
+        (
+            "wall time",
+            f"{summary['wall_seconds']:.1f} s for {summary['ran']} tasks run now"
+            + (f" ({summary['tasks_per_second']:.2f}/s)" if summary["ran"] else ""),
+        ),
+    ]
+    width = max(len(label) for label, _ in rows)
+    typer.echo("\n".join(f"{label:<{width}}  {value:>8}" for label, value in rows))

@@ -1,0 +1,107 @@
+"""The HTML report of a batch's results: one self-contained page.
+
+Everything is in the page (inline CSS, no script, no image, nothing fetched; its
+Content-Security-Policy forbids loading anything), and every piece of text from
+the results is escaped: a test's output or a model's diff may hold markup, and
+it shows as text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+
+from .batch import STATUSES, TaskResult
+
+_CSS = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em; color: #1d1d1f; }
+h1 { font-size: 1.5em; margin-bottom: .2em; }
+.summary { display: flex; gap: 1.5em; flex-wrap: wrap; margin: 1em 0 1.5em; }
+.summary div { background: #f4f4f6; border-radius: 6px; padding: .5em .9em; }
+.summary b { display: block; font-size: 1.4em; }
+table { border-collapse: collapse; width: 100%; }
+th, td { text-align: left; padding: .35em .6em; border-bottom: 1px solid #ddd;
+  vertical-align: top; }
+th { background: #f4f4f6; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.status { font-weight: 600; border-radius: 4px; padding: 0 .4em; }
+.passed { background: #d9f2df; color: #145a26; }
+.failed, .rejected { background: #fbe0de; color: #8a1c12; }
+.error { background: #fff1cc; color: #6b4e00; }
+details { margin: .2em 0; }
+summary { cursor: pointer; color: #0a58ca; }
+pre { background: #f7f7f9; border: 1px solid #e3e3e8; padding: .6em; overflow-x: auto;
+  max-height: 30em; white-space: pre-wrap; word-break: break-all; }
+code { font-size: .95em; }
+"""
+
+
+def render_html(results: Sequence[TaskResult], title: str) -> str:
+    """The page for ``results``: pass rate, counts, and a row per task with its details."""
+    total = len(results)
+    passed = sum(1 for r in results if r.status == "passed")
+    rate = f"{100 * passed / total:.1f}%" if total else "n/a"
+    counts = "".join(
+        f"<div><b>{sum(1 for r in results if r.status == s)}</b>{escape(s)}</div>" for s in STATUSES
+    )
+    rows = "\n".join(_row(result) for result in results)
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>agent batch report: {escape(title)}</title>
+<style>{_CSS}</style>
+</head>
+<body>
+<h1>agent batch report</h1>
+<p>{escape(title)}: {total} tasks</p>
+<div class="summary">
+<div><b>{rate}</b>pass rate ({passed} of {total})</div>
+{counts}
+<div><b>{sum(r.tokens for r in results):,}</b>tokens</div>
+<div><b>{sum(r.seconds for r in results):.1f} s</b>task time</div>
+</div>
+<table>
+<thead><tr><th>task</th><th>seed</th><th>verdict</th><th>attempts</th><th>tokens</th>
+<th>time</th><th>details</th></tr></thead>
+<tbody>
+{rows}
+</tbody>
+</table>
+</body>
+</html>
+"""
+
+
+def _row(result: TaskResult) -> str:
+    kind = "error" if result.status.endswith("-error") else result.status
+    attempts = (len(result.result.attempts) or 1) if result.result is not None else 0
+    return (
+        f"<tr><td><code>{escape(result.id)}</code><br><small>line {result.line}</small></td>"
+        f"<td>{escape(result.seed)}</td>"
+        f'<td><span class="status {kind}">{escape(result.status)}</span></td>'
+        f'<td class="num">{attempts}</td>'
+        f'<td class="num">{result.tokens:,}</td>'
+        f'<td class="num">{result.seconds:.1f} s</td>'
+        f"<td>{_details(result)}</td></tr>"
+    )
+
+
+def _details(result: TaskResult) -> str:
+    parts: list[str] = []
+    if result.run_id:
+        parts.append(f"<small>run <code>{escape(result.run_id)}</code></small>")
+    if result.prompt:
+        parts.append(_block("prompt", result.prompt))
+    if result.result is not None:
+        parts.append(_block("diff", result.result.diff or "(no change)"))
+        parts.append(_block("test output", result.result.test_output or "(none)"))
+    if result.error is not None:
+        parts.append(_block(f"{result.error.kind} error", result.error.message))
+    return "\n".join(parts)
+
+
+def _block(label: str, text: str) -> str:
+    return f"<details><summary>{escape(label)}</summary><pre>{escape(text)}</pre></details>"
