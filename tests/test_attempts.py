@@ -28,17 +28,20 @@ def test_a_fix_that_needs_a_second_attempt_gets_it_from_the_feedback(
     assert result["passed_attempt"] == 2
     assert result["tests_passed"] is True
     first, second = result["attempts"]
-    assert first["test_exit_code"] == 1 and "WRONG-FIRST-TRY" in first["diff"]
+    assert first["test_exit_code"] == 1
+    assert "WRONG-FIRST-TRY" in first["diff"]
     assert first["planner_task_id"] != second["planner_task_id"]
     assert result["planner_task_id"] == second["planner_task_id"]
     assert second["usage"] == {"prompt_tokens": 321, "completion_tokens": 45}
-    assert second["sandbox_seconds"] > 0 and second["planner_seconds"] >= 0
+    assert second["sandbox_seconds"] > 0
+    assert second["planner_seconds"] >= 0
     # One call per attempt, stopping at the pass; only the second is told about the first.
     assert len(provider.requests) == 2
     assert "previous attempt" not in user_message(provider, 0).lower()
     feedback = user_message(provider, 1)
     assert "WRONG-FIRST-TRY" in feedback  # the previous plan
-    assert "FAIL" in feedback and "AssertionError" in feedback  # the test's output
+    assert "FAIL" in feedback
+    assert "AssertionError" in feedback
     assert len(done.sandboxes) == 2
 
 
@@ -55,7 +58,8 @@ def test_a_refused_plan_is_fed_back_with_the_reasons(
     assert [a["verdict"] for a in result["attempts"]] == ["rejected", "passed"]
     assert result["attempts"][0]["rejections"][0]["rule"] == "path-not-editable"
     feedback = user_message(provider, 1)
-    assert "path-not-editable" in feedback and "refused" in feedback
+    assert "path-not-editable" in feedback
+    assert "refused" in feedback
     # The refused plan never reached a sandbox.
     assert len(done.sandboxes) == 1
 
@@ -85,7 +89,8 @@ def test_a_provider_error_ends_the_run_keeping_the_attempts_made(
     error = json.loads(done.stdout)["error"]
     assert error["kind"] == "provider"
     assert [a["verdict"] for a in error["attempts"]] == ["failed"]
-    assert len(provider.requests) == 2 and len(done.sandboxes) == 1
+    assert len(provider.requests) == 2
+    assert len(done.sandboxes) == 1
 
 
 def test_a_plan_file_cannot_be_repaired(

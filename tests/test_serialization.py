@@ -12,7 +12,11 @@ import json
 import cattrs
 import pytest
 
+from sandboxed_coding_agent.core.errors import Rejection
 from sandboxed_coding_agent.core.model import (
+    Attempt,
+    Candidate,
+    Feedback,
     PatchFile,
     PatchPlan,
     PlannerOptions,
@@ -39,6 +43,24 @@ WIRE_VALUES = [
         editable_paths=("calculator.py",),
         limits=LIMITS,
         options=PlannerOptions(timeout_seconds=3, max_retries=0, structured_output=True),
+    ),
+    # A repair attempt's request: its feedback travels to a remote planner as data too.
+    PlanRequest(
+        seed="calculator",
+        instruction="Fix add",
+        files={"calculator.py": "x = 1\n"},
+        editable_paths=("calculator.py",),
+        limits=LIMITS,
+        options=PlannerOptions(temperature=0.7),
+        feedback=Feedback(
+            attempt=1,
+            files=PLAN.files,
+            rejections=(Rejection("patch-contract", "path-not-editable", "no", "t.py"),),
+            test_exit_code=1,
+            limit_hit="memory",
+            test_output="FAIL\n",
+            note="a hidden test failed",
+        ),
     ),
     PlannerResult(
         planner="openai",
@@ -82,6 +104,13 @@ WIRE_VALUES = [
         test_output_truncated=False,
         test_timed_out=False,
         usage=TokenUsage(1, 2),
+        attempts=(
+            Attempt(1, "rejected", rejections=(Rejection("p", "r", "m"),)),
+            Attempt(2, "passed", sandbox_id="sbx-1", usage=TokenUsage(1, 2), sandbox_seconds=0.5),
+        ),
+        passed_attempt=2,
+        candidates=(Candidate(1, (Attempt(1, "stopped"),), stopped=True),),
+        chosen_candidate=2,
     ),
 ]
 

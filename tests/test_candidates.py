@@ -1,0 +1,100 @@
+"""Parallel candidates: K planner calls and K sandboxes at once, the passing one chosen."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+from conftest import FIXED_CALCULATOR, AgentRun, FakeProvider, Reply, completion, plan_json
+
+WRONG = "def add(left, right):\n    return left - right  # WRONG\n"
+# Passes too, with a larger diff than FIXED_CALCULATOR.
+FIXED_LONGER = FIXED_CALCULATOR + "\n\ndef twice(value):\n    return add(value, value)\n"
+# Would keep its sandbox busy for a minute, unless stopped.
+SLOW = "import time\n\ntime.sleep(60)\n\n\ndef add(left, right):\n    return left + right\n"
+
+
+def slow_plan(content: str, delay: float = 0.0) -> Reply:
+    """A plan answer that waits ``delay`` seconds first."""
+    body = completion(plan_json(("calculator.py", content)))
+    return Reply(200, json.dumps(body).encode(), delay=delay)
+
+
+def test_four_candidates_with_a_slow_provider_finish_at_once_and_the_passing_one_is_chosen(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    for content in (WRONG, WRONG, FIXED_CALCULATOR, WRONG):
+        provider.replies.append(slow_plan(content, delay=1.0))
+
+    started = time.monotonic()
+    done = run_agent("run", "--candidates", "4", "--jobs", "4", "--json")
+    took = time.monotonic() - started
+
+    assert done.returncode == 0, done.stderr
+    assert took < 3.0, f"4 candidates with 1 s of provider latency took {took:.1f} s"
+    result = done.json()
+    assert len(result["candidates"]) == 4
+    assert len(done.sandboxes) == 4
+    passed = [c["number"] for c in result["candidates"] if c["attempts"][0]["verdict"] == "passed"]
+    assert len(passed) == 1
+    assert result["chosen_candidate"] == passed[0]
+    assert result["tests_passed"] is True
+    assert "WRONG" not in result["diff"]
+    # Above 0 only because there are several candidates.
+    assert {r.json()["temperature"] for r in provider.requests} == {0.7}
+
+
+def test_of_two_passing_candidates_the_smaller_diff_is_chosen(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    provider.reply_plan(("calculator.py", FIXED_LONGER))
+    provider.reply_plan(("calculator.py", FIXED_CALCULATOR))
+    provider.reply_plan(("calculator.py", WRONG))
+
+    done = run_agent("run", "--candidates", "3", "--temperature", "0.2", "--json")
+
+    assert done.returncode == 0, done.stderr
+    result = done.json()
+    assert sum(c["attempts"][0]["verdict"] == "passed" for c in result["candidates"]) == 2
+    assert "twice" not in result["diff"]
+    assert {r.json()["temperature"] for r in provider.requests} == {0.2}
+
+
+def test_first_pass_stops_the_other_sandboxes(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    provider.replies.append(slow_plan(SLOW))
+    # Answers once the slow plan's sandbox is surely running.
+    provider.replies.append(slow_plan(FIXED_CALCULATOR, delay=1.0))
+
+    started = time.monotonic()
+    done = run_agent("run", "--candidates", "2", "--jobs", "2", "--first-pass", "--json")
+    took = time.monotonic() - started
+
+    assert done.returncode == 0, done.stderr
+    assert took < 20, f"the sleeping candidate's sandbox was waited for ({took:.1f} s)"
+    result = done.json()
+    verdicts = sorted(c["attempts"][0]["verdict"] for c in result["candidates"])
+    assert verdicts == ["passed", "stopped"]
+    stopped = next(c for c in result["candidates"] if c["attempts"][0]["verdict"] != "passed")
+    assert stopped["stopped"] is True
+    assert stopped["attempts"][0]["sandbox_id"]
+    assert "stopping the others" in done.stderr
+
+
+def test_candidates_repair_on_their_own(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    provider.reply_plan(("calculator.py", WRONG))
+    provider.reply_plan(("calculator.py", WRONG))
+    provider.default = slow_plan(FIXED_CALCULATOR)
+
+    done = run_agent("run", "--candidates", "2", "--attempts", "2")
+
+    assert done.returncode == 0, done.stderr
+    assert "candidates:      #1 passed after 2 attempts" in done.stdout
+    assert "#2 passed after 2 attempts" in done.stdout
+    repairs = [r for r in provider.requests if "previous attempt" in r.body.decode().lower()]
+    assert len(repairs) == 2
+    assert all(b"WRONG" in r.body for r in repairs)
