@@ -23,8 +23,8 @@ table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: .35em .6em; border-bottom: 1px solid #ddd;
   vertical-align: top; }
 th { background: #f4f4f6; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.status { font-weight: 600; border-radius: 4px; padding: 0 .4em; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+.status { white-space: nowrap; font-weight: 600; border-radius: 4px; padding: 0 .4em; }
 .passed { background: #d9f2df; color: #145a26; }
 .failed, .rejected { background: #fbe0de; color: #8a1c12; }
 .error { background: #fff1cc; color: #6b4e00; }
@@ -64,8 +64,8 @@ def render_html(results: Sequence[TaskResult], title: str) -> str:
 <div><b>{sum(r.seconds for r in results):.1f} s</b>task time</div>
 </div>
 <table>
-<thead><tr><th>task</th><th>seed</th><th>verdict</th><th>attempts</th><th>tokens</th>
-<th>time</th><th>details</th></tr></thead>
+<thead><tr><th>task</th><th>seed</th><th>verdict</th><th class="num">attempts</th>
+<th class="num">tokens</th><th class="num">time</th><th>details</th></tr></thead>
 <tbody>
 {rows}
 </tbody>

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from conftest import AGENT, API_KEY, FIXED_CALCULATOR, AgentRun, FakeProvider
 
@@ -191,3 +192,19 @@ def test_diff_of_a_run_without_a_tested_patch_says_so(
 
     assert done.returncode == 2
     assert "has no tested patch" in done.stderr
+
+
+def test_a_record_never_holds_the_key_even_when_a_text_in_it_does(
+    recorded_run: dict[str, Any], tmp_path: Path
+) -> None:
+    from sandboxed_coding_agent.core.run_records import read_run_record, write_run_record
+
+    environ = {"XDG_STATE_HOME": str(tmp_path / "state"), "CODING_AGENT_API_KEY": API_KEY}
+    record = read_run_record(recorded_run["run_id"], environ)
+    leaky = attrs.evolve(record, instruction=f"use {API_KEY} and {json.dumps(API_KEY)}")
+
+    path = write_run_record(leaky, environ)
+
+    text = path.read_text(encoding="utf-8")
+    assert API_KEY not in text
+    assert "use [redacted]" in text
