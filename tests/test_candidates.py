@@ -3,10 +3,26 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-from conftest import FIXED_CALCULATOR, AgentRun, FakeProvider, Reply, completion, plan_json
+from conftest import (
+    AGENT,
+    FIXED_CALCULATOR,
+    AgentRun,
+    FakeProvider,
+    Reply,
+    completion,
+    control_groups_here,
+    noting_processes,
+    plan_json,
+    wait_until,
+)
+
+from sandboxed_coding_agent.plugins.local_sandbox.cgroups import PREFIX, controllers
 
 WRONG = "def add(left, right):\n    return left - right  # WRONG\n"
 # Passes too, with a larger diff than FIXED_CALCULATOR.
@@ -98,3 +114,79 @@ def test_candidates_repair_on_their_own(
     repairs = [r for r in provider.requests if "previous attempt" in r.body.decode().lower()]
     assert len(repairs) == 2
     assert all(b"WRONG" in r.body for r in repairs)
+
+
+def test_ctrl_c_terminates_every_running_candidate_sandbox(
+    provider: FakeProvider, agent_env: dict[str, str], tmp_path: Path
+) -> None:
+    provider.default = slow_plan(SLOW)
+    log = tmp_path / "started.jsonl"
+    process = subprocess.Popen(
+        [str(AGENT), "run", "--candidates", "2", "--jobs", "2", "--json"],
+        env=noting_processes(agent_env, log),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # Both sandboxes run the minute-long sleep.
+        assert wait_until(lambda: sum("bwrap" in line for line in _lines(log)) >= 2, timeout=30)
+        time.sleep(0.5)
+        family = _descendants(process.pid)
+        groups = [
+            entry
+            for controller in controllers().values()
+            for entry in controller.parent.glob(f"{PREFIX}{process.pid}-*")
+        ]
+        started = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+        took = time.monotonic() - started
+        # Checked at once: a later agent run on this machine removes a dead agent's groups.
+        groups_left = [group for group in groups if group.exists()]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+    assert process.returncode == 130, stderr
+    assert json.loads(stdout)["error"]["kind"] == "interrupted"
+    assert took < 10, f"the sandboxes were waited for ({took:.1f} s)"
+    assert "Traceback" not in stderr
+    # Every process of both sandboxes (bwrap, the sleeping test) is gone, not orphaned.
+    assert len(family) >= 4
+    assert wait_until(lambda: not [pid for pid in family if _alive(pid)], timeout=5)
+    # And the agent removed their control groups before it exited.
+    made, _ = control_groups_here()
+    assert len(groups) == 2 * len(made)
+    assert groups_left == []
+
+
+def _descendants(root: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if entry.name.isdigit():
+            parents[int(entry.name)] = int(stat[stat.rfind(b")") + 2 :].split()[1])
+    family = {root}
+    while more := {pid for pid, parent in parents.items() if parent in family} - family:
+        family |= more
+    return family - {root}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return not stat[stat.rfind(b")") + 2 :].startswith((b"Z", b"X"))
+
+
+def _lines(log: Path) -> list[str]:
+    try:
+        return log.read_text().splitlines()
+    except FileNotFoundError:
+        return []
