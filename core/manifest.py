@@ -109,7 +109,7 @@ def load_seed(
     :param untrusted: the folder may come from anyone, so a hard-linked file among the
         seed's files is refused, now and when the files are read
         (:attr:`SeedProject.untrusted`). ``None``: untrusted, except when a plugin's
-        ``register_seeds`` hook calls it (:func:`reading_plugin_seeds`).
+        ``register_seeds`` hook calls it.
     :raises ManifestError: the manifest is missing, is not TOML, or describes no valid seed.
     """
     if untrusted is None:
