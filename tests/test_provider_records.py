@@ -149,7 +149,7 @@ def test_call_that_got_no_answer_is_recorded(
     assert "refused" in record["attempts"][0]["detail"]
 
 
-def test_state_directory_that_cannot_be_written_is_one_warning_and_the_run_goes_on(
+def test_state_directory_that_cannot_be_written_is_one_warning_per_record_and_the_run_goes_on(
     provider: FakeProvider, run_agent: RunAgent, tmp_path: Path
 ) -> None:
     not_a_folder = tmp_path / "state-file"
@@ -161,9 +161,11 @@ def test_state_directory_that_cannot_be_written_is_one_warning_and_the_run_goes_
     assert run.returncode == 0, run.stderr
     assert run.json()["tests_passed"] is True
     warnings = [line for line in run.stderr.splitlines() if "warning" in line]
-    assert len(warnings) == 1
+    # One line for the planner call's record (agent logs), one for the run's (agent replay).
+    assert len(warnings) == 2, warnings
+    assert all(f"could not be kept in {not_a_folder}" in line for line in warnings)
     assert f"agent: warning: the record of planner task {task_id_of(run)}" in warnings[0]
-    assert f"could not be kept in {not_a_folder}" in warnings[0]
+    assert "`agent replay` will not find it" in warnings[1]
     assert "agent logs" not in run.stdout
 
 
