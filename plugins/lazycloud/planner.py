@@ -7,7 +7,9 @@ result's planner task ID is the remote task's ID, which every error names too.
 
 from __future__ import annotations
 
+import io
 import os
+import pickle
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -80,7 +82,9 @@ class LazyCloudPlanner:
                     f"the remote planner task {status}: {redact(_failure(view))}",
                     planner_task_id=task_id,
                 )
-            answer = bounded(submission.result, deadlines.call, f"reading task {task_id}")
+            answer = bounded(
+                lambda: plain_value(submission), deadlines.call, f"reading task {task_id}"
+            )
         result = _result(answer, task_id, redact)
         plan = contract.validate_plan(
             result.plan, editable_paths=request.editable_paths, limits=request.limits
@@ -110,6 +114,36 @@ def _submit(payload: dict[str, Any]) -> Any:
             ) from None
         raise
     return client.submit(deployment, payload)
+
+
+class _PlainDataOnly(pickle.Unpickler):
+    """Unpickles containers, text and numbers only: anything naming a class or a function
+    (which is how a pickle runs code) is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"the answer names {module}.{name}, not plain data")
+
+
+def plain_value(submission: Any) -> object:
+    """The deployed function's answer, decoded as data and nothing else.
+
+    The SDK would unpickle whatever the control plane sends as the task's result,
+    and unpickling runs code. The function returns plain JSON-like data (stored as
+    JSON by the service), so the raw payload is read instead: JSON as it is, a
+    pickle only if it holds nothing but containers, text and numbers.
+    """
+    payload = submission.task.result(wait=False).value
+    if payload is None:
+        return None
+    encoding = str(getattr(payload.encoding, "value", payload.encoding))
+    if encoding == "json":
+        return payload.value
+    if encoding != "cloudpickle" or payload.data is None:
+        raise ValueError(f"the answer came in an unknown form ({encoding!r})")
+    try:
+        return _PlainDataOnly(io.BytesIO(bytes(payload.data))).load()
+    except Exception as error:
+        raise ValueError(f"the answer is not plain data: {error}") from None
 
 
 def _cancel(submission: Any, deadlines: Deadlines) -> None:
