@@ -19,10 +19,13 @@ def diff(
 ) -> None:
     """Print the patch a recorded run chose, as a diff `git apply` accepts."""
     from . import cli, run_records
+    from .replay import recorded_seed
 
     with cli._reporting(False, debug):
         record = run_records.read_run_record(run)
-        patch = run_records.git_diff(record.originals, run_records.chosen_plan(record))
+        # The recorded seed says which files a plan may replace; the record is not trusted to.
+        seed = recorded_seed(cli._load_plugins(), record)
+        patch = run_records.git_diff(record.originals, run_records.chosen_plan(record, seed))
         if not patch:
             cli._say(f"run {record.run_id}'s patch changes nothing")
         elif sys.stdout.isatty():

@@ -55,12 +55,7 @@ def replay_seed(host: PluginHost, record: RunRecord, seed: str | None, force: bo
 
     :raises UsageError: its files differ from the recorded ones and ``force`` is not set.
     """
-    if seed is not None:
-        project = host.seed(seed)
-    elif record.seed.name in host.seeds:
-        project = host.seed(record.seed.name)
-    else:
-        project = host.seed(record.seed.root)
+    project = recorded_seed(host, record, seed)
     found = seed_hash(project.read_files())
     if record.seed.sha256 is not None and found != record.seed.sha256 and not force:
         raise UsageError(
@@ -69,6 +64,19 @@ def replay_seed(host: PluginHost, record: RunRecord, seed: str | None, force: bo
             "a replay would not test what was recorded (--force replays it anyway)"
         )
     return project
+
+
+def recorded_seed(host: PluginHost, record: RunRecord, seed: str | None = None) -> SeedProject:
+    """``seed`` if given, else the seed ``record`` was run on: by name when a plugin
+    provides it, otherwise the folder it was read from.
+
+    :raises UsageError: there is no such seed.
+    """
+    if seed is not None:
+        return host.seed(seed)
+    if record.seed.name in host.seeds:
+        return host.seed(record.seed.name)
+    return host.seed(record.seed.root)
 
 
 def replay_policies(host: PluginHost, record: RunRecord, seed: SeedProject) -> list[PatchPolicy]:

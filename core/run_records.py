@@ -32,7 +32,7 @@ from typing import Any
 
 import attrs
 
-from . import orchestrator, records
+from . import contract, orchestrator, records
 from .errors import AgentError, AgentWarning, UsageError
 from .model import (
     PatchFile,
@@ -286,22 +286,94 @@ def read_run_record(reference: str, environ: Mapping[str, str] = os.environ) -> 
             f"{str(path)!r} is not a run record of format {RUN_RECORD_FORMAT} "
             f"(its format is {version!r}); it was written by another version of the agent"
         )
+    not_utf8 = _first_lone_surrogate(parsed, "record")
+    if not_utf8 is not None:
+        raise UsageError(
+            f"the run record {str(path)!r} is damaged: {not_utf8} holds a lone surrogate "
+            "(text that is not UTF-8, which the agent never records)"
+        )
     try:
-        return structure(parsed, RunRecord)
+        record = structure(parsed, RunRecord)
     except Exception as error:  # cattrs raises a tree of ordinary exceptions
         problems = "; ".join(describe_structure_error(error, root="record"))
         raise UsageError(f"the run record {str(path)!r} is damaged: {problems}") from None
+    _check_consistent(record, path, reference)
+    return record
 
 
-def chosen_plan(record: RunRecord) -> PatchPlan:
-    """The plan the run's verdict rests on.
+def _first_lone_surrogate(value: object, where: str) -> str | None:
+    """Where in decoded JSON a text (a key or a string) holds a lone surrogate, if one does."""
+    stack: list[tuple[object, str]] = [(value, where)]
+    while stack:
+        item, place = stack.pop()
+        if isinstance(item, str):
+            if not contract.is_utf8(item):
+                return place
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if not contract.is_utf8(key):
+                    return f"a key of {place}"
+                stack.append((inner, f"{place}.{key}"))
+        elif isinstance(item, list):
+            stack.extend((inner, f"{place}[{i}]") for i, inner in enumerate(item))
+    return None
 
-    :raises UsageError: the run tested no plan.
+
+def _check_consistent(record: RunRecord, path: Path, reference: str) -> None:
+    """Refuse a record whose run ID or indexes cannot be what the agent wrote.
+
+    :raises UsageError: naming the field.
+    """
+    damaged = f"the run record {str(path)!r} is damaged"
+    if not _RUN_ID.fullmatch(record.run_id):
+        raise UsageError(
+            f"{damaged}: its run_id {record.run_id!r} is not a run ID (run- and 16 "
+            "hexadecimal digits)"
+        )
+    # A record is named after its run; a file still named so must hold that run.
+    asked = reference if _RUN_ID.fullmatch(reference) else path.name.removesuffix(".json")
+    if _RUN_ID.fullmatch(asked) and asked != record.run_id:
+        raise UsageError(
+            f"{damaged}: it was asked for as run {asked} but holds run {record.run_id}"
+        )
+    if record.chosen_test is not None and not 0 <= record.chosen_test < len(record.tests):
+        held = f"tests 0 to {len(record.tests) - 1}" if record.tests else "no test"
+        raise UsageError(f"{damaged}: its chosen_test is {record.chosen_test}, but it holds {held}")
+    for number, test in enumerate(record.tests):
+        if test.plan_index is not None and not 0 <= test.plan_index < len(record.plans):
+            raise UsageError(
+                f"{damaged}: tests[{number}].plan_index is {test.plan_index}, but it holds "
+                f"{len(record.plans)} plans"
+            )
+
+
+def chosen_plan(record: RunRecord, seed: SeedProject) -> PatchPlan:
+    """The plan the run's verdict rests on, checked again by the patch contract for
+    ``seed`` (the files it lets a plan replace today, its limits): a record may come
+    from anyone, and its paths end up in a patch's headers.
+
+    :raises UsageError: the run tested no plan, or the contract refuses it (naming each rule).
     """
     if record.chosen_test is None:
         problem = f"it ended in a {record.error.kind} error" if record.error else "none was chosen"
         raise UsageError(f"run {record.run_id} has no tested patch: {problem}")
-    return record.tests[record.chosen_test].plan
+    if not 0 <= record.chosen_test < len(record.tests):  # read_run_record refuses it already
+        raise UsageError(f"run {record.run_id}'s chosen_test {record.chosen_test} is no test")
+    plan = record.tests[record.chosen_test].plan
+    rejections = contract.check_plan(plan, editable_paths=seed.editable_files, limits=seed.limits)
+    if rejections:
+        raise UsageError(
+            f"run {record.run_id}'s chosen patch breaks the patch contract for seed "
+            f"{seed.name!r}, so it is not printed: "
+            + "; ".join(rejection.describe() for rejection in rejections)
+        )
+    for entry in plan.files:
+        if not contract.is_utf8(record.originals.get(entry.path, "")):
+            raise UsageError(
+                f"the record of run {record.run_id} is damaged: the original text of "
+                f"{entry.path} is not UTF-8"
+            )
+    return plan
 
 
 def git_diff(originals: Mapping[str, str], plan: PatchPlan) -> str:
@@ -547,7 +619,7 @@ def _record(
             for path in sorted(replaced)
             if path in originals
         },
-        policies=tuple(_applied(policy) for policy in policies),
+        policies=tuple(applied(policy) for policy in policies),
         limits=limits,
         plugins=tuple(
             PluginVersion(
@@ -596,7 +668,8 @@ def _recorded_test(
     )
 
 
-def _applied(policy: PatchPolicy) -> AppliedPolicy:
+def applied(policy: PatchPolicy) -> AppliedPolicy:
+    """How a run record keeps ``policy``: its name and (for an attrs policy) its fields."""
     parameters: dict[str, Any] = {}
     if attrs.has(type(policy)):
         fields = attrs.asdict(policy, recurse=True)  # type: ignore[arg-type]
