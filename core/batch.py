@@ -9,29 +9,43 @@ it, so ``--resume`` can skip what is done.
 The results file gets one JSON line per finished task, appended, flushed and
 synced as each task ends: a crash or a kill loses no finished task, and at
 worst leaves a torn last line, which a resume cuts off before appending.
+
+The results file is created owner-only (it holds prompts and outputs), must be a
+regular file (never followed through a symbolic link, never a FIFO or a device,
+never the tasks file itself), and is locked for the whole batch, so two batches
+never write the same file. The API key never reaches it: every line is written
+with the key blanked.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import inspect
 import json
+import math
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+from urllib.parse import quote
 
 import attrs
 from attrs import validators as v
 
 from . import orchestrator, run_records
+from .cli import MAX_ATTEMPTS, MAX_CANDIDATES
+from .contract import _no_duplicate_keys
 from .errors import AgentError, PlanRejected, Rejection, UsageError
-from .model import RunResult, TokenUsage
+from .model import LimitError, RunResult, TokenUsage
 from .plugins import PluginHost, PluginInfo
+from .provider import API_KEY_ENV
 from .serialization import describe_structure_error, structure, to_json
 
 RESULT_FORMAT = 1
@@ -56,7 +70,41 @@ _STATUS_OF_KIND = {
 RUN_OPTIONS = ("attempts", "candidates")
 #: The longest line of a tasks file that is read.
 MAX_TASK_LINE_BYTES = 1024 * 1024
+#: The largest tasks file that is read.
+MAX_TASKS_FILE_BYTES = 64 * 1024 * 1024
 _TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_BOM = b"\xef\xbb\xbf"
+#: How every results line begins (``id`` is the first field of :class:`TaskResult`): a torn
+#: last line is cut by a resume only when it begins so.
+_RESULT_LINE_START = b'{"id": '
+
+
+def _between(low: int, high: int) -> Any:
+    """A validator: a whole number from ``low`` to ``high``; the message names the field."""
+
+    def check(_: object, attribute: Any, value: int | None) -> None:
+        if value is None:
+            return
+        if type(value) is not int or not low <= value <= high:
+            raise LimitError(
+                f"{attribute.name!r} must be a whole number from {low} to {high}, not {value!r}"
+            )
+
+    return check
+
+
+def _task_id(_: object, attribute: Any, value: str | None) -> None:
+    if value is not None and not _TASK_ID.fullmatch(value):
+        raise LimitError(
+            f"{attribute.name!r} must be 1 to 128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+
+
+def _count(_: object, attribute: Any, value: Any) -> None:
+    """A validator: a finite number, not negative (a damaged or hand-made line may hold NaN)."""
+    if isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        raise LimitError(f"{attribute.name!r} must be a finite number of at least 0, not {value!r}")
 
 
 @attrs.frozen
@@ -74,10 +122,10 @@ class BatchTask:
     """
 
     seed: str
-    id: str | None = attrs.field(default=None, validator=v.optional(v.matches_re(_TASK_ID)))
+    id: str | None = attrs.field(default=None, validator=_task_id)
     prompt: str | None = None
-    attempts: int | None = attrs.field(default=None, validator=v.optional(v.ge(1)))
-    candidates: int | None = attrs.field(default=None, validator=v.optional(v.ge(1)))
+    attempts: int | None = attrs.field(default=None, validator=_between(1, MAX_ATTEMPTS))
+    candidates: int | None = attrs.field(default=None, validator=_between(1, MAX_CANDIDATES))
     planner: str = "openai"
     runner: str = "local"
 
@@ -129,14 +177,14 @@ class TaskResult:
     """
 
     id: str
-    line: int
+    line: int = attrs.field(validator=_count)
     seed: str
     status: str = attrs.field(validator=v.in_(STATUSES))
-    seconds: float
+    seconds: float = attrs.field(validator=_count)
     prompt: str | None = None
     planner: str | None = None
     runner: str | None = None
-    tokens: int = 0
+    tokens: int = attrs.field(default=0, validator=_count)
     run_id: str | None = None
     result: RunResult | None = None
     error: TaskError | None = None
@@ -147,6 +195,53 @@ def supported_run_options() -> frozenset[str]:
     """Which of :data:`RUN_OPTIONS` this agent's ``orchestrator.run`` takes."""
     parameters = inspect.signature(orchestrator.run).parameters
     return frozenset(name for name in RUN_OPTIONS if name in parameters)
+
+
+def read_task_lines(path: Path) -> list[bytes]:
+    """The lines of the tasks file at ``path``, read with bounded memory.
+
+    A line longer than :data:`MAX_TASK_LINE_BYTES` is kept only as its first bytes
+    past the limit (so :func:`read_tasks` reports it); a UTF-8 byte order mark
+    at the start is dropped (some editors write one).
+
+    :raises UsageError: it is not a regular file, is larger than
+        :data:`MAX_TASKS_FILE_BYTES`, or cannot be read.
+    """
+    name = str(path)
+    try:
+        # O_NONBLOCK: a FIFO must not hang the open; it is refused below.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise UsageError(f"cannot read the tasks file {name!r}: {error.strerror}") from None
+    with open(fd, "rb") as stream:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise UsageError(f"the tasks file {name!r} is not a regular file")
+        if status.st_size > MAX_TASKS_FILE_BYTES:
+            raise UsageError(
+                f"the tasks file {name!r} is larger than {MAX_TASKS_FILE_BYTES} bytes; split it"
+            )
+        lines: list[bytes] = []
+        total = 0
+        limit = MAX_TASK_LINE_BYTES + 2  # room for the line's own "\r\n"
+        try:
+            while line := stream.readline(limit):
+                total += len(line)
+                if len(line) == limit and not line.endswith(b"\n"):  # too long: skip its rest
+                    while total <= MAX_TASKS_FILE_BYTES and (rest := stream.readline(1 << 16)):
+                        total += len(rest)
+                        if rest.endswith(b"\n"):
+                            break
+                if total > MAX_TASKS_FILE_BYTES:  # it grew while being read
+                    raise UsageError(
+                        f"the tasks file {name!r} is larger than {MAX_TASKS_FILE_BYTES} bytes"
+                    )
+                lines.append(line)
+        except OSError as error:
+            raise UsageError(f"cannot read the tasks file {name!r}: {error.strerror}") from None
+    if lines and lines[0].startswith(_BOM):
+        lines[0] = lines[0][len(_BOM) :]
+    return lines
 
 
 def read_tasks(
@@ -176,7 +271,7 @@ def read_tasks(
 
 
 def _parse_task(raw: bytes, supported: frozenset[str]) -> BatchTask | None:
-    if len(raw) > MAX_TASK_LINE_BYTES:
+    if len(raw.rstrip(b"\r\n")) > MAX_TASK_LINE_BYTES:
         raise ValueError(f"the line is longer than {MAX_TASK_LINE_BYTES} bytes")
     try:
         text = raw.decode("utf-8").strip()
@@ -185,9 +280,12 @@ def _parse_task(raw: bytes, supported: frozenset[str]) -> BatchTask | None:
     if not text or text.startswith("#"):
         return None
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as error:
+        # A repeated key is refused, as in a plan: JSON parsers disagree on which one wins.
+        data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError as error:
         raise ValueError(f"not JSON: {error}") from None
+    except RecursionError:
+        raise ValueError("not JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object, got {type(data).__name__}")
     try:
@@ -198,6 +296,20 @@ def _parse_task(raw: bytes, supported: frozenset[str]) -> BatchTask | None:
         if getattr(task, option) is not None and option not in supported:
             raise ValueError(f"{option!r} is not supported by this version of the agent")
     return task
+
+
+def blank_key(text: str, environ: Mapping[str, str] = os.environ) -> str:
+    """``text`` with the API key blanked: verbatim, JSON-escaped and URL-quoted."""
+    text = run_records._blank_key(text, environ)
+    quoted = quote(environ.get(API_KEY_ENV, ""), safe="")
+    return run_records._blank_key(text, {API_KEY_ENV: quoted})
+
+
+def without_key(result: TaskResult, environ: Mapping[str, str] = os.environ) -> TaskResult:
+    """``result`` with the API key blanked in every text it holds."""
+    line = to_json(result)
+    blanked = blank_key(line, environ)
+    return result if blanked == line else structure(json.loads(blanked), TaskResult)
 
 
 def tokens_of(result: RunResult) -> int:
@@ -270,14 +382,35 @@ def read_results(path: Path) -> tuple[list[TaskResult], list[InvalidLine], int]:
     A last line without its newline was torn by a kill while being written: it is
     left out (and its bytes are past the returned offset).
 
-    :raises UsageError: the file cannot be read.
+    :raises UsageError: the file cannot be read or is not a regular file.
     """
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return [], [], 0
     except OSError as error:
         raise UsageError(f"cannot read {str(path)!r}: {error.strerror}") from None
+    try:
+        return parse_results(_read_regular(fd, path))
+    finally:
+        os.close(fd)
+
+
+def _read_regular(fd: int, path: Path) -> bytes:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        raise UsageError(f"{str(path)!r} is not a regular file")
+    chunks: list[bytes] = []
+    try:
+        while chunk := os.pread(fd, 1 << 20, sum(map(len, chunks))):
+            chunks.append(chunk)
+    except OSError as error:
+        raise UsageError(f"cannot read {str(path)!r}: {error.strerror}") from None
+    return b"".join(chunks)
+
+
+def parse_results(data: bytes) -> tuple[list[TaskResult], list[InvalidLine], int]:
+    """The results in a results file's bytes, its damaged lines, and where its last whole
+    line ends (what follows is a torn last line)."""
     end = data.rfind(b"\n") + 1
     results: list[TaskResult] = []
     damaged: list[InvalidLine] = []
@@ -296,46 +429,106 @@ def read_results(path: Path) -> tuple[list[TaskResult], list[InvalidLine], int]:
 
 
 class ResultsFile:
-    """The results file, open for appending one line per finished task.
+    """The results file, open for appending one line per finished task, and locked.
 
-    Without ``resume`` a file that already holds results is refused (it is never
+    Without ``resume`` any file that is not empty is refused (it is never
     overwritten). With it, the results in it are the done tasks, and a torn last
-    line is cut off first.
+    line is cut off first, but only when every whole line is a result and the
+    torn one begins as a result line does.
 
-    :raises UsageError: the file cannot be opened, holds damaged lines, or holds
-        results and ``resume`` is not set.
+    :raises UsageError: the file cannot be opened, is not a regular file (a
+        symbolic link, a FIFO, a device, a directory), is the tasks file, is
+        being written by another batch, holds damaged lines, or is not empty and
+        ``resume`` is not set.
     """
 
-    def __init__(self, path: Path, *, resume: bool) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        resume: bool,
+        tasks_file: Path | None = None,
+        environ: Mapping[str, str] = os.environ,
+    ) -> None:
         self.path = path
-        results, damaged, end = read_results(path)
+        self._environ = environ
+        name = str(path)
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        try:
+            # O_NOFOLLOW: never write through a link; O_NONBLOCK: a FIFO must not hang us.
+            fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise UsageError(
+                    f"{name!r} is a symbolic link; name the results file itself"
+                ) from None
+            raise UsageError(f"cannot write {name!r}: {error.strerror}") from None
+        try:
+            self._stream: IO[str] = self._open(fd, path, resume=resume, tasks_file=tasks_file)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._lock = threading.Lock()
+
+    def _open(self, fd: int, path: Path, *, resume: bool, tasks_file: Path | None) -> IO[str]:
+        name = str(path)
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise UsageError(f"{name!r} is not a regular file; name a results file")
+        if tasks_file is not None:
+            with contextlib.suppress(OSError):
+                tasks = tasks_file.stat()
+                if (tasks.st_dev, tasks.st_ino) == (status.st_dev, status.st_ino):
+                    raise UsageError(f"{name!r} is the tasks file; name another results file")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(
+                f"another agent batch is writing {name!r}; wait for it to end, "
+                "or name another results file"
+            ) from None
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        data = _read_regular(fd, path)
+        results, damaged, end = parse_results(data)
+        if data and not resume:
+            held = f"already holds {len(results)} results" if results else "is not empty"
+            raise UsageError(
+                f"{name!r} {held}; add --resume to run only the tasks not in it, "
+                "or name another file"
+            )
         if damaged:
             first = damaged[0]
             raise UsageError(
-                f"{str(path)!r} line {first.line} is not a result ({first.message}); "
+                f"{name!r} line {first.line} is not a result ({first.message}); "
                 "it is not a results file of this agent, or it was edited"
             )
-        if (results or end) and not resume:
+        torn = data[end:]
+        if torn and not torn.startswith(_RESULT_LINE_START):
             raise UsageError(
-                f"{str(path)!r} already holds {len(results)} results; add --resume to run "
-                "only the tasks not in it, or name another file"
+                f"{name!r} ends in a line that is not a result and has no newline; "
+                "it is not a results file of this agent, or it was edited"
             )
         self.done: dict[str, TaskResult] = {result.id: result for result in results}
-        self._lock = threading.Lock()
         try:
-            self._stream: IO[str] = path.open("a", encoding="utf-8")
-            self._stream.truncate(end)  # a torn last line, from a kill mid-write
+            if torn:
+                os.ftruncate(fd, end)  # a torn last line, from a kill mid-write
+            return open(fd, "a", encoding="utf-8", closefd=True)
         except OSError as error:
-            raise UsageError(f"cannot write {str(path)!r}: {error.strerror}") from None
+            raise UsageError(f"cannot write {name!r}: {error.strerror}") from None
 
-    def append(self, result: TaskResult) -> None:
-        """Write one result line and make it durable before returning."""
-        line = to_json(result) + "\n"
+    def append(self, result: TaskResult) -> TaskResult:
+        """Write one result line, the API key blanked, and make it durable before returning.
+
+        :returns: the result as written.
+        """
+        line = blank_key(to_json(result), self._environ)
+        written = structure(json.loads(line), TaskResult)
         with self._lock:
-            self._stream.write(line)
+            self._stream.write(line + "\n")
             self._stream.flush()
             os.fsync(self._stream.fileno())
-            self.done[result.id] = result
+            self.done[written.id] = written
+        return written
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

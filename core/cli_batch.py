@@ -56,20 +56,17 @@ def batch(
     """Run a file of tasks, a few at once, one result line per task; resumable."""
     from . import batch as batching
     from . import cli
-    from .errors import UsageError
 
     with cli._reporting(as_json, debug):
-        try:
-            with tasks.open("rb") as stream:
-                lines = list(stream)
-        except OSError as error:
-            raise UsageError(
-                f"cannot read the tasks file {str(tasks)!r}: {error.strerror}"
-            ) from None
+        lines = batching.read_task_lines(tasks)
         todo, invalid = batching.read_tasks(lines, batching.supported_run_options())
         for problem in invalid:
-            cli._say(f"{tasks} line {problem.line}: {problem.message}; the line was skipped")
-        results = batching.ResultsFile(out, resume=resume)
+            cli._say(
+                batching.blank_key(
+                    f"{tasks} line {problem.line}: {problem.message}; the line was skipped"
+                )
+            )
+        results = batching.ResultsFile(out, resume=resume, tasks_file=tasks)
         try:
             host = cli._load_plugins()
             plugins = host.plugin_infos()
@@ -80,8 +77,7 @@ def batch(
             clock = time.monotonic()
 
             def finished(result: TaskResult) -> None:
-                results.append(result)
-                progress.finished(result)
+                progress.finished(results.append(result))  # as written: the key blanked
 
             try:
                 batching.run_tasks(

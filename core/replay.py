@@ -9,11 +9,13 @@ the caller forces a replay against changed files.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
-from . import orchestrator
+from . import orchestrator, run_records
 from .errors import PlanRejected, UsageError
 from .model import SeedProject
 from .plugins import PluginHost
@@ -57,10 +59,16 @@ def replay_seed(host: PluginHost, record: RunRecord, seed: str | None, force: bo
     """
     project = recorded_seed(host, record, seed)
     found = seed_hash(project.read_files())
-    if record.seed.sha256 is not None and found != record.seed.sha256 and not force:
+    # A record without a hash cannot show that the seed is unchanged, so it counts as changed.
+    if found != record.seed.sha256 and not force:
+        recorded = (
+            f"the record's to {record.seed.sha256[:12]}..."
+            if record.seed.sha256 is not None
+            else "the record holds no hash of them"
+        )
         raise UsageError(
             f"seed {project.name!r} ({project.root}) has changed since run {record.run_id}: "
-            f"its files hash to {found[:12]}..., the record's to {record.seed.sha256[:12]}...; "
+            f"its files hash to {found[:12]}..., {recorded}; "
             "a replay would not test what was recorded (--force replays it anyway)"
         )
     return project
@@ -80,18 +88,51 @@ def recorded_seed(host: PluginHost, record: RunRecord, seed: str | None = None) 
 
 
 def replay_policies(host: PluginHost, record: RunRecord, seed: SeedProject) -> list[PatchPolicy]:
-    """The record's policies (with the seed's parameters), and no other.
+    """Every policy a run on ``seed`` would apply today (``always`` and ``on`` ones, and
+    those the seed switches on, with its parameters), and each recorded policy as well,
+    with its recorded parameters: a record can add checks, never take one away.
 
-    :raises UsageError: a recorded policy is not installed.
+    :raises UsageError: a recorded policy is not installed, or does not take its
+        recorded parameters.
     """
-    recorded = [policy.name for policy in record.policies]
-    active = [policy.name for policy in host.policies_for(seed)]
-    switch_off = [
-        name
-        for name in active
-        if name not in recorded and host.policies[name].item.activation != "always"
-    ]
-    return host.policies_for(seed, switch_on=recorded, switch_off=switch_off)
+    today = host.policies_for(seed)
+    applied = {(a.name, _canonical(a.parameters)) for a in map(run_records.applied, today)}
+    chosen = list(today)
+    for recorded in record.policies:
+        if (recorded.name, _canonical(recorded.parameters)) in applied:
+            continue
+        chosen.append(_rebuilt(host.policy(recorded.name), recorded.parameters, record.run_id))
+        applied.add((recorded.name, _canonical(recorded.parameters)))
+    return chosen
+
+
+def _canonical(parameters: Mapping[str, Any]) -> str:
+    return json.dumps(parameters, sort_keys=True)
+
+
+def _rebuilt(policy: PatchPolicy, parameters: Mapping[str, Any], run_id: str) -> PatchPolicy:
+    """``policy`` with the field values the record kept (JSON arrays back as tuples)."""
+    if not parameters:
+        return policy
+    problem = "it keeps no fields"
+    if attrs.has(type(policy)):
+        try:
+            return attrs.evolve(  # type: ignore[misc]
+                policy, **{key: _tuples(value) for key, value in parameters.items()}
+            )
+        except (TypeError, ValueError) as error:
+            problem = str(error)
+    raise UsageError(
+        f"run {run_id} recorded policy {policy.name!r} with parameters it does not take ({problem})"
+    )
+
+
+def _tuples(value: object) -> object:
+    if isinstance(value, list):
+        return tuple(_tuples(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _tuples(item) for key, item in value.items()}
+    return value
 
 
 def replay(

@@ -5,13 +5,17 @@ a patch that writes outside the seed's editable files, or a replay with checks s
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import AGENT, FIXED_CALCULATOR, AgentRun, FakeProvider
+
+from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 
 RunAgent = Callable[..., AgentRun]
 OTHER_RUN = "run-00000000000000ff"
@@ -142,3 +146,104 @@ def test_diff_still_prints_a_recorded_patch_the_contract_accepts(
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("diff --git a/calculator.py b/calculator.py\n")
+
+
+AST_MANIFEST = textwrap.dedent(
+    """\
+    name = "calculator-ast"
+    description = "the calculator, with the python-ast policy switched on"
+    files = ["calculator.py", "check_calculator.py"]
+    tests = ["check_calculator.py"]
+    editable = ["calculator.py"]
+    test_command = ["python", "-m", "unittest", "-v", "check_calculator"]
+    default_prompt = "Fix add."
+
+    [policies.python-ast]
+    """
+)
+# Passes the calculator's test, and imports what python-ast forbids.
+SNEAKY_CALCULATOR = FIXED_CALCULATOR + "\nimport subprocess  # noqa\n"
+
+
+@pytest.fixture
+def ast_seed(tmp_path: Path) -> Path:
+    root = tmp_path / "calculator-ast"
+    shutil.copytree(calculator_seed().root, root)
+    (root / "seed.toml").write_text(AST_MANIFEST, encoding="utf-8")
+    return root
+
+
+def run_on(
+    seed: Path, run_agent: RunAgent, write_plan: Callable[..., Path], tmp_path: Path
+) -> dict[str, Any]:
+    plan = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
+    run = run_agent("run", "--seed", str(seed), "--plan", str(plan), "--json")
+    assert run.returncode == 0, run.stderr
+    path = records_folder(tmp_path) / f"{run.json()['run_id']}.json"
+    return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def test_replay_keeps_the_policies_the_seed_switches_on_whatever_the_record_says(
+    ast_seed: Path,
+    run_agent: RunAgent,
+    write_plan: Callable[..., Path],
+    agent_env: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    record = run_on(ast_seed, run_agent, write_plan, tmp_path)
+    assert "python-ast" in [p["name"] for p in record["policies"]]
+    record["policies"] = []  # as if no policy had checked the run
+    record["tests"][0]["plan"]["files"][0]["content"] = SNEAKY_CALCULATOR
+
+    done = agent(agent_env, "replay", save(tmp_path, record), "--json")
+
+    assert done.returncode == 1, done.stderr
+    [test] = json.loads(done.stdout)["tests"]
+    assert test["passed"] is None
+    assert "[python-ast:" in test["problem"]
+
+
+def test_replay_applies_a_recorded_policy_with_its_recorded_parameters(
+    record: dict[str, Any], agent_env: dict[str, str], tmp_path: Path
+) -> None:
+    # The calculator does not switch python-ast on; the record says the run applied it,
+    # forbidding only what the recorded plan uses.
+    record["policies"].append(
+        {"name": "python-ast", "parameters": {"forbidden": ["sys.path"], "paths": ["**/*.py"]}}
+    )
+    record["tests"][0]["plan"]["files"][0]["content"] = (
+        FIXED_CALCULATOR + "\nimport sys\nsys.path\n"
+    )
+
+    done = agent(agent_env, "replay", save(tmp_path, record), "--json")
+
+    assert done.returncode == 1, done.stderr
+    [test] = json.loads(done.stdout)["tests"]
+    assert "[python-ast:" in test["problem"]
+    assert "sys.path" in test["problem"]
+
+    record["policies"][-1]["parameters"] = {"no_such_field": 1}
+    assert_usage_error(
+        agent(agent_env, "replay", save(tmp_path, record)),
+        "recorded policy 'python-ast' with parameters it does not take",
+    )
+
+
+@pytest.mark.parametrize("missing", ["null", "absent"])
+def test_replay_counts_a_record_without_a_seed_hash_as_a_changed_seed(
+    record: dict[str, Any], agent_env: dict[str, str], tmp_path: Path, missing: str
+) -> None:
+    if missing == "null":
+        record["seed"]["sha256"] = None
+    else:
+        del record["seed"]["sha256"]
+    edited = save(tmp_path, record)
+
+    refused = agent(agent_env, "replay", edited)
+    forced = agent(agent_env, "replay", edited, "--force")
+
+    if missing == "absent":  # a field every record has: the record is damaged
+        assert_usage_error(refused, "damaged", "sha256")
+        return
+    assert_usage_error(refused, "has changed since run", "the record holds no hash of them")
+    assert forced.returncode == 0, forced.stderr
