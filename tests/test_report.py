@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
-from conftest import FIXED_CALCULATOR, AgentRun, FakeProvider, plan_json
+from conftest import API_KEY, FIXED_CALCULATOR, AgentRun, FakeProvider, plan_json
 
 RunAgent = Callable[..., AgentRun]
 
@@ -61,3 +64,86 @@ def test_report_of_a_missing_file_is_a_usage_error(run_agent: RunAgent, tmp_path
     run = run_agent("report", str(tmp_path / "none.jsonl"), "--html", str(tmp_path / "r.html"))
     assert run.returncode == 2
     assert not (tmp_path / "r.html").exists()
+
+
+def a_result(task_id: str, **changes: Any) -> str:
+    """A results line as `agent batch` writes it."""
+    fields = {"id": task_id, "line": 1, "seed": "calculator", "status": "failed", "seconds": 1.5}
+    return json.dumps({**fields, **changes})
+
+
+def refused(run: AgentRun, words: str) -> None:
+    assert run.returncode == 2, run.stderr
+    assert words in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_report_refuses_to_write_over_its_results_file(run_agent: RunAgent, tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_text(a_result("a") + "\n", "utf-8")
+    (tmp_path / "hard.html").hardlink_to(results)
+    (tmp_path / "link.html").symlink_to(results)
+
+    for html in ("results.jsonl", "hard.html", "link.html"):
+        run = run_agent("report", str(results), "--html", str(tmp_path / html))
+        refused(run, "is the results file")
+    assert results.read_text("utf-8") == a_result("a") + "\n"
+
+
+def test_report_refuses_an_html_path_that_is_not_a_file(
+    run_agent: RunAgent, tmp_path: Path
+) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_text(a_result("a") + "\n", "utf-8")
+    fifo = tmp_path / "page.html"
+    os.mkfifo(fifo)
+
+    refused(run_agent("report", str(results), "--html", str(fifo)), "not a regular file")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_report_of_a_file_without_results_or_with_damaged_lines_exits_2(
+    run_agent: RunAgent, tmp_path: Path
+) -> None:
+    cases = {
+        "passwd": "root:x:0:0:root:/root:/bin/bash\n",
+        "empty": "",
+        "damaged": a_result("a") + "\n{not json\n",
+        "nan": a_result("a", seconds=float("nan")) + "\n",
+        "inf": a_result("a", seconds=float("inf")) + "\n",
+        "negative": a_result("a", tokens=-5) + "\n",
+    }
+    for name, text in cases.items():
+        results = tmp_path / f"{name}.jsonl"
+        results.write_text(text, "utf-8")
+        html = tmp_path / f"{name}.html"
+        run = run_agent("report", str(results), "--html", str(html))
+        assert run.returncode == 2, (name, run.stderr)
+        assert "Traceback" not in run.stderr
+        assert not html.exists(), name
+    assert (
+        "'seconds' must be a finite number"
+        in run_agent(
+            "report", str(tmp_path / "nan.jsonl"), "--html", str(tmp_path / "x.html")
+        ).stderr
+    )
+
+
+def test_report_blanks_the_api_key_a_hand_made_results_file_holds(
+    run_agent: RunAgent, tmp_path: Path
+) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_text(
+        a_result(API_KEY, prompt=f"use {API_KEY}", error={"kind": "usage", "message": API_KEY})
+        + "\n",
+        "utf-8",
+    )
+    html = tmp_path / "page.html"
+
+    run = run_agent("report", str(results), "--html", str(html))
+
+    assert run.returncode == 0, run.stderr
+    page = html.read_text("utf-8")
+    assert "[redacted]" in page
+    assert API_KEY not in page
+    assert API_KEY not in run.stderr
