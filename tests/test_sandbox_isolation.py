@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 import pytest
-from conftest import AGENT, API_KEY, FIXED_CALCULATOR, AgentRun, wait_until
+from conftest import AGENT, API_KEY, FIXED_CALCULATOR, AgentRun, host_processes_with, wait_until
 
 from sandboxed_coding_agent.core.errors import SandboxError
 from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome
@@ -710,21 +710,6 @@ ESCAPES = {
                          start_new_session=True)
     """,
 }
-
-
-def host_processes_with(text: str) -> list[int]:
-    """PIDs of host processes whose command line contains ``text``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if text.encode() in cmdline:
-            found.append(int(entry.name))
-    return found
 
 
 @pytest.mark.parametrize("escape", sorted(ESCAPES))

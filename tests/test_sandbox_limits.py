@@ -19,7 +19,14 @@ from pathlib import Path
 
 import attrs
 import pytest
-from conftest import AGENT, FIXED_CALCULATOR, AgentRun, control_groups_here, wait_until
+from conftest import (
+    AGENT,
+    FIXED_CALCULATOR,
+    AgentRun,
+    control_groups_here,
+    host_processes_with,
+    wait_until,
+)
 
 from sandboxed_coding_agent.core import orchestrator
 from sandboxed_coding_agent.core.model import (
@@ -55,17 +62,6 @@ def sandbox_groups(sandbox_id: str) -> list[Path]:
         for controller in controllers().values()
         for entry in controller.parent.glob(f"{PREFIX}*-{sandbox_id}")
     ]
-
-
-def host_processes_with(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and text.encode() in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 @pytest.fixture

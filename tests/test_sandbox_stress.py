@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import attrs
-from conftest import AGENT
+import pytest
+from conftest import AGENT, host_processes_with
 
 from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
@@ -38,17 +39,6 @@ def run(body: str, timeout: float = 10) -> SandboxOutcome:
         limits=attrs.evolve(seed.limits, test_timeout_seconds=timeout),
     )
     return LocalSandbox().run_test(job)
-
-
-def host_processes_with(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and text.encode() in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 def test_output_that_is_not_utf8_is_kept_with_replacement_characters() -> None:
@@ -135,3 +125,23 @@ def test_the_sandbox_gets_neither_the_agents_terminal_nor_any_other_descriptor(
     assert fds["2"] == fds["1"]
     assert sorted(fds) == ["0", "1", "2"]
     assert "TTY refused 6" in output  # ENXIO: no controlling terminal
+
+
+def test_a_timeout_that_ends_before_the_sandbox_started_is_a_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # On a loaded machine a tiny timeout can pass before bwrap has started the test: the
+    # wall clock counts from the start, so that is the test's timeout, not a broken sandbox.
+    from sandboxed_coding_agent.plugins import local_sandbox
+
+    real = local_sandbox.run_sandbox
+
+    def slow_to_start(argv: list[str], **kwargs: object) -> object:
+        return real(["/bin/sh", "-c", 'sleep 5; exec "$@"', "slow", *argv], **kwargs)
+
+    monkeypatch.setattr(local_sandbox, "run_sandbox", slow_to_start)
+    outcome = run("pass", timeout=0.2)
+
+    assert outcome.timed_out
+    assert outcome.limit_hit == "timeout"
+    assert outcome.exit_code is None

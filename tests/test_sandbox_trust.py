@@ -15,7 +15,6 @@ import pwd
 import stat
 import subprocess
 import sys
-import textwrap
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,7 +22,8 @@ from pathlib import Path
 
 import attrs
 import pytest
-from conftest import AGENT, FIXED_CALCULATOR, AgentRun, wait_until
+from conftest import AGENT, FIXED_CALCULATOR, AgentRun, host_processes_with, wait_until
+from test_sandbox_isolation import hostile, probe_line
 
 from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome, SeedLimits
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
@@ -39,26 +39,6 @@ ROOT_ONLY = [
     p for p in ("/proc/kpageflags", "/proc/timer_list", "/proc/slabinfo") if Path(p).exists()
 ]
 
-PRELUDE = """\
-import os, sys, time
-
-
-def probe(name, attempt):
-    try:
-        value = attempt()
-    except OSError as error:
-        print(f"PROBE {name}: refused {type(error).__name__}: {error}", flush=True)
-    else:
-        print(f"PROBE {name}: succeeded {value!r}", flush=True)
-
-
-"""
-CORRECT_ADD = "\n\ndef add(left, right):\n    return left + right\n"
-
-
-def hostile(body: str) -> str:
-    return PRELUDE + textwrap.dedent(body) + CORRECT_ADD
-
 
 def run_in_process(body: str, limits: SeedLimits | None = None) -> SandboxOutcome:
     seed = calculator_seed()
@@ -71,10 +51,6 @@ def run_in_process(body: str, limits: SeedLimits | None = None) -> SandboxOutcom
         limits=limits or attrs.evolve(seed.limits, test_timeout_seconds=30),
     )
     return LocalSandbox().run_test(job)
-
-
-def probe_line(output: str, name: str) -> str:
-    return next(line for line in output.splitlines() if line.startswith(f"PROBE {name}: "))
 
 
 @pytest.fixture
@@ -147,17 +123,6 @@ def credentials_of(pid: int) -> dict[str, list[int]]:
         key, _, value = line.partition(":")
         if key in ("Uid", "Gid", "Groups"):
             found[key] = [int(v) for v in value.split()]
-    return found
-
-
-def host_processes_with(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and text.encode() in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
     return found
 
 

@@ -207,7 +207,11 @@ class LocalSandbox:
                 )
             except OSError as error:
                 raise SandboxError(f"could not start bwrap: {error}") from None
-        if not finished.started:
+        # A timeout shorter than the sandbox's own start is still the test's timeout (the
+        # wall clock counts from the start), and a sandbox stopped before it started is
+        # stopped: neither is a sandbox that could not be created.
+        stopped = stop is not None and stop.is_set()
+        if not finished.started and not finished.timed_out and not stopped:
             detail = finished.output.text().strip() or f"bwrap exited with {finished.returncode}"
             hint = user_namespaces_problem()
             raise SandboxError(
