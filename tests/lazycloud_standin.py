@@ -533,7 +533,7 @@ class ControlPlane:
     - ``unhandled``: requests that matched no route (a call the stand-in does not serve).
 
     Failure knobs: ``fail()``, ``hang()``, ``refuse_connections()`` / ``accept_connections()``,
-    ``fail_next_task()``.
+    ``fail_next_task()``; ``answer_next_task()`` replaces a task's returned value.
     """
 
     def __init__(self, state_root: Path, *, workspace: str = WORKSPACE, token: str = TOKEN) -> None:
@@ -554,6 +554,7 @@ class ControlPlane:
         self.sandboxes: dict[str, SandboxRecord] = {}
         self.faults: list[Fault] = []
         self.injected_failures: dict[str, list[InjectedFailure]] = {}
+        self.replaced_answers: dict[str, list[Any]] = {}
         self._upload_key = secrets.token_hex(16)
         self._lock = threading.RLock()
         self._closing = threading.Event()
@@ -655,6 +656,18 @@ class ControlPlane:
             self.injected_failures.setdefault(function, []).append(
                 InjectedFailure(kind=kind, type=type, message=message)
             )
+
+    def answer_next_task(self, function: str, value: Any) -> None:
+        """Make the next task of ``function`` that succeeds return ``value`` (plain data,
+        pickled with the standard library) instead of what its handler returned: a
+        control plane answering whatever it likes."""
+        with self._lock:
+            self.replaced_answers.setdefault(function, []).append(value)
+
+    def _replaced_answer(self, function: str) -> bytes | None:
+        with self._lock:
+            waiting = self.replaced_answers.get(function)
+            return pickle.dumps(waiting.pop(0)) if waiting else None
 
     # ----------------------------------------------------------------- helpers for tests
 
@@ -1146,7 +1159,9 @@ class ControlPlane:
                 task.attempts += 1
                 outcome = self._run_attempt(task)
                 if "data" in outcome:
-                    task.result_data = base64.b64decode(outcome["data"])
+                    task.result_data = self._replaced_answer(task.function) or base64.b64decode(
+                        outcome["data"]
+                    )
                     self._finish_task(task, failure=None)
                     return
                 if (

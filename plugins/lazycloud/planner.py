@@ -11,7 +11,7 @@ import io
 import os
 import pickle
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -27,6 +27,7 @@ from sandboxed_coding_agent.core.errors import (
 )
 from sandboxed_coding_agent.core.model import PlannerResult, PlanRequest
 from sandboxed_coding_agent.core.provider import API_KEY_ENV
+from sandboxed_coding_agent.core.run_records import blank_key
 
 from .names import APP_SLUG, FUNCTION_NAME
 from .remote import Deadlines, RemoteTimeout, bounded, translated
@@ -59,7 +60,7 @@ class LazyCloudPlanner:
             submission = bounded(
                 lambda: _submit(to_jsonable(request)), deadlines.call, f"calling {FUNCTION_NAME}"
             )
-        task_id = str(submission.task_id)
+        task_id = redact(str(submission.task_id))
         with translated(
             ProviderError, f"planner task {task_id}", planner_task_id=task_id, redact=redact
         ):
@@ -86,9 +87,12 @@ class LazyCloudPlanner:
                 lambda: plain_value(submission), deadlines.call, f"reading task {task_id}"
             )
         result = _result(answer, task_id, redact)
-        plan = contract.validate_plan(
-            result.plan, editable_paths=request.editable_paths, limits=request.limits
-        )
+        try:
+            plan = contract.validate_plan(
+                result.plan, editable_paths=request.editable_paths, limits=request.limits
+            )
+        except PlanRejected as rejected:
+            raise _redacted(rejected.rejections, task_id, redact) from None
         return attrs.evolve(
             result,
             plan=plan,
@@ -162,9 +166,30 @@ def _failure(view: Any) -> str:
 
 
 def _redactor(key: str) -> Callable[[str], str]:
+    """Blanks the key from remote text in every form it may take there (verbatim,
+    JSON-escaped, URL-quoted), as run records do."""
     if len(key) < MIN_SECRET_CHARS:
         return lambda text: text
-    return lambda text: text.replace(key, "[redacted]")
+    return lambda text: blank_key(text, key)
+
+
+def _redacted(
+    rejections: Iterable[Rejection], task_id: str, redact: Callable[[str], str]
+) -> PlanRejected:
+    """Rejections that quote remote text (a path, a message), with the key blanked."""
+    return PlanRejected(
+        [
+            attrs.evolve(
+                r,
+                policy=redact(r.policy),
+                rule=redact(r.rule),
+                message=redact(r.message),
+                path=None if r.path is None else redact(r.path),
+            )
+            for r in rejections
+        ],
+        planner_task_id=task_id,
+    )
 
 
 def _result(answer: object, task_id: str, redact: Callable[[str], str]) -> PlannerResult:
@@ -180,13 +205,29 @@ def _result(answer: object, task_id: str, redact: Callable[[str], str]) -> Plann
     if "error" in answer:
         raise _error(answer["error"], task_id, redact)
     try:
-        return structure(answer["result"], PlannerResult)
+        result = structure(answer["result"], PlannerResult)
     except Exception as error:
         raise ProviderError(
             f"the remote planner's answer is malformed ({type(error).__name__}); "
             "redeploy with `agent lazycloud deploy`",
             planner_task_id=task_id,
         ) from None
+    # What the remote side says reaches the terminal, the result and the run record.
+    if any(
+        redact(entry.path + entry.content) != entry.path + entry.content
+        for entry in result.plan.files
+    ):
+        raise ProviderError(
+            f"the remote planner's plan holds the value of {API_KEY_ENV}; it is not used",
+            planner_task_id=task_id,
+        )
+    return attrs.evolve(
+        result,
+        planner=redact(result.planner),
+        planner_task_id=redact(result.planner_task_id),
+        model=None if result.model is None else redact(result.model),
+        response_id=None if result.response_id is None else redact(result.response_id),
+    )
 
 
 def _error(body: object, task_id: str, redact: Callable[[str], str]) -> AgentError:
@@ -201,7 +242,7 @@ def _error(body: object, task_id: str, redact: Callable[[str], str]) -> AgentErr
         except Exception:
             rejections = []
         if rejections:
-            return PlanRejected(rejections, planner_task_id=task_id)
+            return _redacted(rejections, task_id, redact)
     if kind == "configuration":
         return ConfigurationError(
             f"the remote planner's settings: {message} (it reads them from the workspace "
