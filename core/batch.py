@@ -34,12 +34,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import quote
 
 import attrs
 from attrs import validators as v
 
-from . import orchestrator, run_records
+from . import orchestrator, provider, run_records
 from .cli import MAX_ATTEMPTS, MAX_CANDIDATES
 from .contract import _no_duplicate_keys
 from .errors import AgentError, PlanRejected, Rejection, UsageError
@@ -300,9 +299,7 @@ def _parse_task(raw: bytes, supported: frozenset[str]) -> BatchTask | None:
 
 def blank_key(text: str, environ: Mapping[str, str] = os.environ) -> str:
     """``text`` with the API key blanked: verbatim, JSON-escaped and URL-quoted."""
-    text = run_records._blank_key(text, environ)
-    quoted = quote(environ.get(API_KEY_ENV, ""), safe="")
-    return run_records._blank_key(text, {API_KEY_ENV: quoted})
+    return provider.blank_key(text, environ.get(API_KEY_ENV, ""))
 
 
 def without_key(result: TaskResult, environ: Mapping[str, str] = os.environ) -> TaskResult:

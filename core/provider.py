@@ -8,7 +8,9 @@ function receives them back as environment variables of the same names.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -128,3 +130,49 @@ def settings_from_environment(
             f"{API_KEY_ENV} contains spaces or characters that cannot be sent in an HTTP header"
         )
     return ProviderSettings(check_base_url(values[BASE_URL_ENV]), model, key)
+
+
+#: A key shorter than this is a placeholder a local server ignores (``x``, ``EMPTY``,
+#: ``ollama``): blanking it would mangle ordinary words, so it is not searched for.
+MIN_SECRET_CHARS = 8
+
+
+@functools.lru_cache(maxsize=8)
+def _key_pattern(key: str) -> re.Pattern[str] | None:
+    """``key`` in any form it may take in text: each character verbatim, as a JSON
+    escape (``\\u002d``, ``\\/``) or URL-quoted (``%2D``, ``+`` for a space), in any mix
+    and either case of hexadecimal digits; ``None`` for a placeholder key."""
+    if len(key) < MIN_SECRET_CHARS:
+        return None
+    parts: list[str] = []
+    for char in key:
+        units = [ord(char)] if ord(char) <= 0xFFFF else list(divmod(ord(char) - 0x10000, 0x400))
+        if len(units) == 2:
+            units = [0xD800 + units[0], 0xDC00 + units[1]]
+        forms = [
+            re.escape(char),
+            "(?i:" + "".join(rf"\\u{unit:04x}" for unit in units) + ")",
+            "(?i:" + "".join(f"%{byte:02x}" for byte in char.encode("utf-8", "replace")) + ")",
+        ]
+        short = json.dumps(char)[1:-1]
+        if short.startswith("\\") and len(short) == 2:
+            forms.append(re.escape(short))
+        if char == "/":
+            forms.append(re.escape("\\/"))
+        if char == " ":
+            forms.append(re.escape("+"))
+        parts.append("(?:" + "|".join(forms) + ")")
+    return re.compile("".join(parts))
+
+
+def blank_key(text: str, key: str) -> str:
+    """``text`` with ``key`` replaced by ``[redacted]`` wherever it appears: verbatim,
+    escaped inside a JSON string or URL-quoted (a placeholder key is left alone)."""
+    pattern = _key_pattern(key)
+    return text if pattern is None else pattern.sub("[redacted]", text)
+
+
+def holds_key(text: str, key: str) -> bool:
+    """Whether ``text`` holds ``key`` in any of the forms :func:`blank_key` blanks."""
+    pattern = _key_pattern(key)
+    return pattern is not None and pattern.search(text) is not None

@@ -17,7 +17,6 @@ and the key is blanked from the record's text before it is written all the same.
 from __future__ import annotations
 
 import difflib
-import functools
 import hashlib
 import json
 import os
@@ -33,7 +32,7 @@ from typing import Any
 
 import attrs
 
-from . import contract, orchestrator, records
+from . import contract, orchestrator, provider, records
 from .errors import AgentError, AgentWarning, UsageError
 from .model import (
     PatchFile,
@@ -57,7 +56,6 @@ RUN_RECORD_FORMAT = 1
 #: The largest record ``agent replay FILE`` reads.
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 #: Keys shorter than this are placeholders (``x``, ``EMPTY``) that are not searched for.
-_MIN_SECRET_CHARS = 8
 
 _RUN_ID = re.compile(r"run-[0-9a-f]{16}")
 
@@ -246,48 +244,7 @@ def write_run_record(record: RunRecord, environ: Mapping[str, str] = os.environ)
 
 
 def _blank_key(text: str, environ: Mapping[str, str]) -> str:
-    return blank_key(text, environ.get(API_KEY_ENV, ""))
-
-
-@functools.lru_cache(maxsize=8)
-def _key_pattern(key: str) -> re.Pattern[str] | None:
-    """``key`` in any form it may take in text: each character verbatim, as a JSON
-    escape (``\\u002d``, ``\\/``) or URL-quoted (``%2D``, ``+`` for a space), in any mix
-    and either case of hexadecimal digits; ``None`` for a placeholder key."""
-    if len(key) < _MIN_SECRET_CHARS:
-        return None
-    parts: list[str] = []
-    for char in key:
-        units = [ord(char)] if ord(char) <= 0xFFFF else list(divmod(ord(char) - 0x10000, 0x400))
-        if len(units) == 2:
-            units = [0xD800 + units[0], 0xDC00 + units[1]]
-        forms = [
-            re.escape(char),
-            "(?i:" + "".join(rf"\\u{unit:04x}" for unit in units) + ")",
-            "(?i:" + "".join(f"%{byte:02x}" for byte in char.encode("utf-8", "replace")) + ")",
-        ]
-        short = json.dumps(char)[1:-1]
-        if short.startswith("\\") and len(short) == 2:
-            forms.append(re.escape(short))
-        if char == "/":
-            forms.append(re.escape("\\/"))
-        if char == " ":
-            forms.append(re.escape("+"))
-        parts.append("(?:" + "|".join(forms) + ")")
-    return re.compile("".join(parts))
-
-
-def blank_key(text: str, key: str) -> str:
-    """``text`` with ``key`` replaced by ``[redacted]`` wherever it appears: verbatim,
-    escaped inside a JSON string or URL-quoted (a placeholder key is left alone)."""
-    pattern = _key_pattern(key)
-    return text if pattern is None else pattern.sub("[redacted]", text)
-
-
-def holds_key(text: str, key: str) -> bool:
-    """Whether ``text`` holds ``key`` in any of the forms :func:`blank_key` blanks."""
-    pattern = _key_pattern(key)
-    return pattern is not None and pattern.search(text) is not None
+    return provider.blank_key(text, environ.get(API_KEY_ENV, ""))
 
 
 def read_run_record(reference: str, environ: Mapping[str, str] = os.environ) -> RunRecord:

@@ -26,14 +26,12 @@ from sandboxed_coding_agent.core.errors import (
     UsageError,
 )
 from sandboxed_coding_agent.core.model import PlannerResult, PlanRequest
-from sandboxed_coding_agent.core.provider import API_KEY_ENV
-from sandboxed_coding_agent.core.run_records import blank_key
+from sandboxed_coding_agent.core.provider import API_KEY_ENV, blank_key
 
 from .names import APP_SLUG, FUNCTION_NAME
 from .remote import Deadlines, RemoteTimeout, bounded, translated
 
 #: Keys shorter than this are placeholders, never searched for in text (as the local planner).
-MIN_SECRET_CHARS = 8
 
 
 @attrs.frozen
@@ -168,8 +166,6 @@ def _failure(view: Any) -> str:
 def _redactor(key: str) -> Callable[[str], str]:
     """Blanks the key from remote text in every form it may take there (verbatim,
     JSON-escaped, URL-quoted), as run records do."""
-    if len(key) < MIN_SECRET_CHARS:
-        return lambda text: text
     return lambda text: blank_key(text, key)
 
 

@@ -13,14 +13,11 @@ import attrs
 from sandboxed_coding_agent.core import records
 from sandboxed_coding_agent.core.errors import PlanRejected, ProviderError
 from sandboxed_coding_agent.core.model import PlannerOptions, TokenUsage
+from sandboxed_coding_agent.core.provider import MIN_SECRET_CHARS
 
 from .settings import CONTROL, ProviderSettings
 
 MAX_QUOTED_CHARS = 300
-#: Keys shorter than this are not searched for in text: such a key is a placeholder
-#: that a local server ignores ("x", "EMPTY", "ollama"), and blanking it would mangle
-#: ordinary words ("k" in "unknown") and refuse answers that merely contain it.
-MIN_SECRET_CHARS = 8
 
 
 def _well_formed(text: str) -> str:
