@@ -8,21 +8,22 @@ on the host: the setting's value, the processes' credentials, the mounts.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import grp
 import os
 import pwd
 import stat
-import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
 import pytest
-from conftest import AGENT, FIXED_CALCULATOR, AgentRun, host_processes_with, wait_until
+from conftest import FIXED_CALCULATOR, AgentRun, host_processes_with, wait_until
 from test_sandbox_isolation import hostile, probe_line
 
 from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome, SeedLimits
@@ -321,17 +322,40 @@ def test_doctor_reports_the_sandbox_user_and_proc_sys_from_a_real_probe(
     assert findings["/proc/sys"]["detail"].startswith("read-only inside")
 
 
-def test_agent_run_as_root_passes_and_leaves_no_root_process(
+def test_agent_run_from_the_command_line_runs_no_sandbox_process_as_root(
     run_agent: Callable[..., AgentRun], write_plan: Callable[..., Path]
 ) -> None:
-    # The whole command as a user runs it: the fix passes with the unprivileged sandbox.
-    plan = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
+    # The whole command as a user runs it: a child the patch starts is watched from the host.
+    tag = f"sca-{uuid.uuid4().hex}"
+    body = (
+        "import subprocess, sys\n"
+        f"subprocess.run([sys.executable, '-c', 'import time; time.sleep(1.5)', {tag!r}])\n"
+    )
+    plan = write_plan({"files": [{"path": "calculator.py", "content": hostile(body)}]})
+    seen: dict[int, dict[str, list[int]]] = {}
+    done = threading.Event()
 
-    run = run_agent("run", "--plan", str(plan), "--json")
+    def watch() -> None:
+        while not done.is_set():
+            for pid in host_processes_with(tag):
+                with contextlib.suppress(OSError):
+                    seen[pid] = credentials_of(pid)
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        run = run_agent("run", "--plan", str(plan), "--json")
+    finally:
+        done.set()
+        watcher.join()
 
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.json()["tests_passed"] is True
-    assert subprocess.run([str(AGENT), "--help"], capture_output=True, check=False).returncode == 0
+    assert seen, "the patch's child was never seen from the host"
+    for pid, credentials in seen.items():
+        assert 0 not in credentials["Uid"], (pid, credentials)
+        assert 0 not in credentials["Gid"], (pid, credentials)
 
 
 # --- keyrings ----------------------------------------------------------------------------------
