@@ -39,10 +39,9 @@ import attrs
 from attrs import validators as v
 
 from . import orchestrator, provider, run_records
-from .cli import MAX_ATTEMPTS, MAX_CANDIDATES
 from .contract import _no_duplicate_keys
 from .errors import AgentError, PlanRejected, Rejection, UsageError
-from .model import LimitError, RunResult, TokenUsage
+from .model import MAX_ATTEMPTS, MAX_CANDIDATES, LimitError, RunResult, TokenUsage
 from .plugins import PluginHost, PluginInfo
 from .provider import API_KEY_ENV
 from .serialization import describe_structure_error, structure, to_json

@@ -31,31 +31,31 @@ def reporting(as_json: bool = False, debug: bool = False) -> Iterator[None]:
     :func:`print_json` (or the error object); ``debug`` adds the traceback on
     stderr, as ``agent --debug`` does.
     """
-    from . import cli
+    from .cli import terminal
 
-    with cli._reporting(as_json, debug):
+    with terminal.reporting(as_json, debug):
         yield
 
 
 def echo(text: str, err: bool = False) -> None:
     """Print text for a person, with control characters from elsewhere shown escaped."""
-    from . import cli
+    from .cli import terminal
 
-    cli._echo(text, err=err)
+    terminal.echo(text, err=err)
 
 
 def say(message: str) -> None:
     """One line of progress or warning on stderr, as ``agent: MESSAGE``."""
-    from . import cli
+    from .cli import terminal
 
-    cli._say(message)
+    terminal.say(message)
 
 
 def print_json(value: object, indent: int | None = None) -> None:
     """Print ``value`` as JSON on stdout (the one object a ``--json`` command prints)."""
-    from . import cli
+    from .cli import terminal
 
-    cli._print_json(value, indent=indent)
+    terminal.print_json(value, indent=indent)
 
 
 def mount_plugin_commands(app: typer.Typer, args: Sequence[str]) -> None:
@@ -97,7 +97,9 @@ def mount_plugin_commands(app: typer.Typer, args: Sequence[str]) -> None:
 
 
 def _builtin_names(app: typer.Typer) -> set[str]:
-    names = {info.name for info in app.registered_groups if info.name}
+    from .cli import COMMANDS
+
+    names = {*COMMANDS, *(info.name for info in app.registered_groups if info.name)}
     for command in app.registered_commands:
         callback_name = getattr(command.callback, "__name__", "")
         names.add(command.name or callback_name.replace("_", "-"))

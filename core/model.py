@@ -322,6 +322,13 @@ class PlannerOptions:
 #: K calls with the same prompt can give K different plans.
 CANDIDATE_TEMPERATURE = 0.7
 
+#: Bounds of a run's attempts, candidates and sandboxes at once (``agent run --attempts``,
+#: ``--candidates``, ``--jobs``, a batch task's fields): each planner call costs money,
+#: each sandbox memory.
+MAX_ATTEMPTS = 10
+MAX_CANDIDATES = 16
+MAX_JOBS = 64
+
 #: How much of a failed test's output a repair attempt's feedback carries: its last characters.
 FEEDBACK_OUTPUT_CHARS = 6000
 

@@ -31,29 +31,30 @@ def replay(
     ] = False,
 ) -> None:
     """Re-test a recorded run's plans in fresh sandboxes; exit 0 when every verdict matches."""
-    from . import cli, run_records
-    from . import replay as replaying
-    from .serialization import to_jsonable
+    from .. import replay as replaying
+    from .. import run_records
+    from ..serialization import to_jsonable
+    from . import terminal
 
-    with cli._reporting(as_json, debug):
+    with terminal.reporting(as_json, debug):
         record = run_records.read_run_record(run)
-        host = cli._load_plugins()
+        host = terminal.load_plugins()
         project = replaying.replay_seed(host, record, seed, force)
         replayed = replaying.replay(
             record,
             project,
             runner=host.runner(runner or record.runner),
             policies=replaying.replay_policies(host, record, project),
-            progress=cli._say,
+            progress=terminal.say,
         )
         all_match = all(test.matches for test in replayed)
         if as_json:
             tests = [{**to_jsonable(test), "matches": test.matches} for test in replayed]
-            cli._print_json({"run_id": record.run_id, "matches": all_match, "tests": tests})
+            terminal.print_json({"run_id": record.run_id, "matches": all_match, "tests": tests})
         else:
             for test in replayed:
-                cli._echo(_describe(test))
-            cli._echo(
+                terminal.echo(_describe(test))
+            terminal.echo(
                 f"run {record.run_id}: "
                 + ("every verdict matches" if all_match else "verdicts DIFFER from the record")
             )
@@ -61,7 +62,7 @@ def replay(
 
 
 def _describe(test: object) -> str:
-    from .replay import ReplayedTest
+    from ..replay import ReplayedTest
 
     assert isinstance(test, ReplayedTest)
     recorded = "passed" if test.recorded_passed else "failed"

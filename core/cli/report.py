@@ -23,12 +23,13 @@ def report(
     ] = False,
 ) -> None:
     """Write a batch's results as a self-contained HTML report (no network resources)."""
-    from . import cli, records
-    from .batch import blank_key, read_results, without_key
-    from .errors import UsageError
-    from .report import render_html
+    from .. import records
+    from ..batch import blank_key, read_results, without_key
+    from ..errors import UsageError
+    from ..report import render_html
+    from . import terminal
 
-    with cli._reporting(False, debug):
+    with terminal.reporting(False, debug):
         if not results.exists():
             raise UsageError(f"there is no results file {str(results)!r}")
         found, damaged, _ = read_results(results)
@@ -49,12 +50,12 @@ def report(
         except OSError as error:
             raise UsageError(f"cannot write {str(html)!r}: {error.strerror}") from None
         passed = sum(1 for r in found if r.status == "passed")
-        cli._say(f"wrote {html}: {len(found)} tasks, {passed} passed")
+        terminal.say(f"wrote {html}: {len(found)} tasks, {passed} passed")
 
 
 def _check_report_path(html: Path, results: Path) -> None:
     """Refuse to replace the results file itself, or anything but a file or a link."""
-    from .errors import UsageError
+    from ..errors import UsageError
 
     try:
         own = os.lstat(html)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 import typer
 
 if TYPE_CHECKING:
-    from .batch import TaskLine, TaskResult
+    from ..batch import TaskLine, TaskResult
 
 _LABELS = {
     "passed": "passed",
@@ -54,25 +54,25 @@ def batch(
     ] = False,
 ) -> None:
     """Run a file of tasks, a few at once, one result line per task; resumable."""
-    from . import batch as batching
-    from . import cli
+    from .. import batch as batching
+    from . import terminal
 
-    with cli._reporting(as_json, debug):
+    with terminal.reporting(as_json, debug):
         lines = batching.read_task_lines(tasks)
         todo, invalid = batching.read_tasks(lines, batching.supported_run_options())
         for problem in invalid:
-            cli._say(
+            terminal.say(
                 batching.blank_key(
                     f"{tasks} line {problem.line}: {problem.message}; the line was skipped"
                 )
             )
         results = batching.ResultsFile(out, resume=resume, tasks_file=tasks)
         try:
-            host = cli._load_plugins()
+            host = terminal.load_plugins()
             plugins = host.plugin_infos()
             waiting = [t for t in todo if t.task_id not in results.done]
             if resume and len(waiting) < len(todo):
-                cli._say(f"{len(todo) - len(waiting)} tasks already have results in {out}")
+                terminal.say(f"{len(todo) - len(waiting)} tasks already have results in {out}")
             progress = _Progress(len(todo), len(todo) - len(waiting))
             clock = time.monotonic()
 
@@ -95,7 +95,7 @@ def batch(
             results.close()
         summary = _summary(list(results.done.values()), len(invalid), len(waiting), wall)
         if as_json:
-            cli._print_json(summary, indent=2)
+            terminal.print_json(summary, indent=2)
         else:
             _print_summary(summary)
     all_passed = not invalid and summary["counts"]["passed"] == len(todo)
@@ -120,7 +120,7 @@ class _Progress:
             self._draw()
 
     def finished(self, result: TaskResult) -> None:
-        from . import cli
+        from . import terminal
 
         with self.lock:
             self.running -= 1
@@ -128,18 +128,18 @@ class _Progress:
             self.counts[result.status] = self.counts.get(result.status, 0) + 1
             if not self.tty:
                 record = f" (run {result.run_id})" if result.run_id else ""
-                cli._say(
+                terminal.say(
                     f"[{self.done}/{self.total}] task {result.id} (line {result.line}, seed "
                     f"{result.seed}): {result.status} in {result.seconds:.1f} s{record}"
                 )
             self._draw()
 
     def interrupted(self, running: int) -> None:
-        from . import cli
+        from . import terminal
 
         with self.lock:
             self._clear()
-            cli._say(
+            terminal.say(
                 f"interrupted: no further task starts; waiting for {running} running "
                 "task(s) to end their sandboxes (their results are kept)"
             )
@@ -172,7 +172,7 @@ class _Progress:
 
 
 def _summary(results: list[TaskResult], invalid: int, ran: int, wall: float) -> dict[str, Any]:
-    from .batch import STATUSES
+    from ..batch import STATUSES
 
     counts = {status: sum(1 for r in results if r.status == status) for status in STATUSES}
     return {

@@ -18,18 +18,19 @@ def diff(
     ] = False,
 ) -> None:
     """Print the patch a recorded run chose, as a diff `git apply` accepts."""
-    from . import cli, run_records
-    from .replay import recorded_seed
+    from .. import run_records
+    from ..replay import recorded_seed
+    from . import terminal
 
-    with cli._reporting(False, debug):
+    with terminal.reporting(False, debug):
         record = run_records.read_run_record(run)
         # The recorded seed says which files a plan may replace; the record is not trusted to.
-        seed = recorded_seed(cli._load_plugins(), record)
+        seed = recorded_seed(terminal.load_plugins(), record)
         patch = run_records.git_diff(record.originals, run_records.chosen_plan(record, seed))
         if not patch:
-            cli._say(f"run {record.run_id}'s patch changes nothing")
+            terminal.say(f"run {record.run_id}'s patch changes nothing")
         elif sys.stdout.isatty():
-            cli._echo(patch.rstrip("\n"))  # control characters shown escaped, as everywhere
+            terminal.echo(patch.rstrip("\n"))  # control characters shown escaped, as everywhere
         else:
             sys.stdout.write(patch)  # byte for byte, for `git apply`
             sys.stdout.flush()

@@ -1,0 +1,29 @@
+"""``agent plugins``: the installed plugins."""
+
+from __future__ import annotations
+
+from .options import DebugOption, JsonOption, group
+from .terminal import echo, load_plugins, print_json, reporting
+
+app = group("Installed plugins.")
+
+
+@app.command("list")
+def plugins_list(as_json: JsonOption = False, debug: DebugOption = False) -> None:
+    """List plugins: what they provide, their distribution and version, where they loaded from."""
+    from ..serialization import to_jsonable
+
+    with reporting(as_json, debug):
+        host = load_plugins()
+        infos = host.plugin_infos()
+        if as_json:
+            print_json(to_jsonable(infos), indent=2)
+            return
+        for info in infos:
+            source = f"{info.distribution} {info.version}".strip()
+            provides = ", ".join(info.kinds) or "nothing registered"
+            status = "" if info.status == "loaded" else f" {info.status.upper()}"
+            echo(f"{info.name}  [{provides}]{status}")
+            echo(f"  from {source}: {info.location}")
+            if info.problem:
+                echo(f"  problem: {info.problem}")

@@ -1,0 +1,352 @@
+"""``agent run``: plan a change to a seed project and test it in a sandbox."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ..errors import EXIT_TESTS_FAILED, EXIT_TESTS_PASSED, PlanRejected, Rejection, UsageError
+from ..model import (
+    CANDIDATE_TEMPERATURE,
+    LIMIT_CEILINGS,
+    MAX_ATTEMPTS,
+    MAX_CANDIDATES,
+    MAX_JOBS,
+    PlannerOptions,
+)
+from .options import DebugOption, JsonOption, NoPolicyOption, PolicyOption, SeedOption
+from .terminal import echo, has_record, load_plugins, print_json, reporting, say
+
+if TYPE_CHECKING:
+    from ..model import Attempt, PatchPlan, RunResult, SeedLimits
+
+MAX_PLAN_FILE_BYTES = 1024 * 1024
+
+
+def run(
+    prompt: Annotated[
+        str | None,
+        typer.Argument(metavar="[PROMPT]", help="What to change. Default: the seed's own prompt."),
+    ] = None,
+    seed: SeedOption = "calculator",
+    plan_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--plan",
+            metavar="FILE",
+            help="Test this plan (JSON file) instead of asking a provider.",
+            dir_okay=False,
+        ),
+    ] = None,
+    planner: Annotated[
+        str, typer.Option(metavar="NAME", help="Planner backend (see `agent planners list`).")
+    ] = "openai",
+    runner: Annotated[
+        str,
+        typer.Option(metavar="NAME", help="Test runner, the sandbox (see `agent runners list`)."),
+    ] = "local",
+    test_timeout: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SECONDS",
+            min=0.1,
+            max=LIMIT_CEILINGS["test_timeout_seconds"],
+            help="Seconds the test may run (default: the seed's, 60).",
+        ),
+    ] = None,
+    memory_mb: Annotated[
+        int | None,
+        typer.Option(
+            metavar="MIB",
+            min=32,
+            max=LIMIT_CEILINGS["memory_mb"],
+            help="MiB of memory the test may use (default: the seed's, 512).",
+        ),
+    ] = None,
+    max_processes: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            min=8,
+            max=LIMIT_CEILINGS["max_processes"],
+            help="Processes the sandbox may hold (default: the seed's, 256).",
+        ),
+    ] = None,
+    cpu_seconds: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SECONDS",
+            min=0.1,
+            max=LIMIT_CEILINGS["cpu_seconds"],
+            help="CPU seconds per test process (default: the seed's, 60).",
+        ),
+    ] = None,
+    max_file_mb: Annotated[
+        int | None,
+        typer.Option(
+            metavar="MIB",
+            min=1,
+            max=LIMIT_CEILINGS["max_file_mb"],
+            help="Largest file the test may write, MiB (default: the seed's, 64).",
+        ),
+    ] = None,
+    disk_mb: Annotated[
+        int | None,
+        typer.Option(
+            metavar="MIB",
+            min=1,
+            max=LIMIT_CEILINGS["disk_mb"],
+            help="MiB the test may write, per folder (default: the seed's, 128).",
+        ),
+    ] = None,
+    provider_timeout: Annotated[
+        float,
+        typer.Option(
+            metavar="SECONDS",
+            min=0.1,
+            max=3600,
+            help="Seconds to wait for the provider to connect, and for each part of its answer.",
+        ),
+    ] = PlannerOptions().timeout_seconds,
+    provider_retries: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            min=0,
+            max=10,
+            help="Further attempts after a rate limit, a server error or a lost connection.",
+        ),
+    ] = PlannerOptions().max_retries,
+    structured_output: Annotated[
+        bool,
+        typer.Option(
+            "--structured-output",
+            help="Ask for the plan's JSON Schema (response_format json_schema).",
+        ),
+    ] = False,
+    attempts: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            min=1,
+            max=MAX_ATTEMPTS,
+            help="Planner calls per candidate: after a failed test or a refused plan, ask "
+            "again with the previous plan and the test's output (or the reasons) as feedback.",
+        ),
+    ] = 1,
+    candidates: Annotated[
+        int,
+        typer.Option(
+            metavar="K",
+            min=1,
+            max=MAX_CANDIDATES,
+            help="Independent plans to ask for and test at once; the result is the one that "
+            "passed in the fewest attempts, then with the smallest diff.",
+        ),
+    ] = 1,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            metavar="J",
+            min=1,
+            max=MAX_JOBS,
+            help="Sandboxes at once with --candidates (default: the CPU count).",
+        ),
+    ] = None,
+    first_pass: Annotated[
+        bool,
+        typer.Option(
+            "--first-pass",
+            help="With --candidates: stop the other candidates as soon as one passes.",
+        ),
+    ] = False,
+    temperature: Annotated[
+        float | None,
+        typer.Option(
+            metavar="T",
+            min=0.0,
+            max=2.0,
+            help=f"Sampling temperature (default: 0, or {CANDIDATE_TEMPERATURE} with "
+            "--candidates above 1 so that the candidates differ).",
+        ),
+    ] = None,
+    policy: PolicyOption = None,
+    no_policy: NoPolicyOption = None,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Plan a change to a seed project and test it in a sandbox."""
+    from .. import contract, run_records
+    from ..serialization import to_jsonable
+
+    with reporting(as_json, debug):
+        if plan_file is not None and prompt is not None:
+            raise UsageError("give either a PROMPT or --plan, not both")
+        if prompt is not None and not contract.is_utf8(prompt):
+            raise UsageError(
+                "the PROMPT is not valid UTF-8 text (check the terminal's or the script's "
+                "encoding); it was not sent"
+            )
+        host = load_plugins()
+        seed_project = host.seed(seed)
+        test_runner = host.runner(runner)
+        chosen_planner = host.planner(planner) if plan_file is None else None
+        given_plan = read_plan_file(plan_file) if plan_file is not None else None
+        result = run_records.run_recorded(
+            seed_project,
+            plugins=host.plugin_infos(),
+            runner=test_runner,
+            policies=host.policies_for(
+                seed_project, switch_on=policy or (), switch_off=no_policy or ()
+            ),
+            planner=chosen_planner,
+            plan=given_plan,
+            instruction=prompt,
+            limits=_limits_with(
+                seed_project.limits,
+                test_timeout_seconds=test_timeout,
+                memory_mb=memory_mb,
+                max_processes=max_processes,
+                cpu_seconds=cpu_seconds,
+                max_file_mb=max_file_mb,
+                disk_mb=disk_mb,
+            ),
+            planner_options=PlannerOptions(
+                timeout_seconds=provider_timeout,
+                max_retries=provider_retries,
+                structured_output=structured_output,
+                temperature=(
+                    temperature
+                    if temperature is not None
+                    else (CANDIDATE_TEMPERATURE if candidates > 1 else 0.0)
+                ),
+            ),
+            progress=say,
+            attempts=attempts,
+            candidates=candidates,
+            jobs=jobs,
+            first_pass=first_pass,
+        )
+        if as_json:
+            print_json(to_jsonable(result))
+        else:
+            _print_summary(result)
+    raise typer.Exit(EXIT_TESTS_PASSED if result.tests_passed else EXIT_TESTS_FAILED)
+
+
+def read_plan_file(path: Path) -> PatchPlan:
+    """The plan in a JSON file, checked against the patch contract's JSON rules."""
+    from .. import contract
+
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_PLAN_FILE_BYTES + 1)
+    except OSError as error:
+        raise UsageError(f"cannot read plan file {str(path)!r}: {error.strerror}") from None
+    if len(data) > MAX_PLAN_FILE_BYTES:
+        raise PlanRejected(
+            [
+                Rejection(
+                    policy=contract.POLICY,
+                    rule="plan-json",
+                    message=f"the plan file is larger than {MAX_PLAN_FILE_BYTES} bytes",
+                )
+            ]
+        )
+    return contract.parse_plan(data)
+
+
+def _limits_with(limits: SeedLimits, **overrides: Any) -> SeedLimits:
+    """The seed's limits with the ones given on the command line instead."""
+    import attrs
+
+    from ..model import LimitError
+
+    given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return attrs.evolve(limits, **given)
+    except LimitError as error:  # the options' own ranges should leave nothing here
+        raise UsageError(str(error)) from None
+
+
+def _print_summary(result: RunResult) -> None:
+    if result.test_timed_out:
+        verdict = typer.style("tests TIMED OUT", fg="red", bold=True)
+    elif result.limit_hit is not None:
+        verdict = typer.style(f"tests STOPPED by the {result.limit_hit} limit", fg="red", bold=True)
+    elif result.tests_passed:
+        verdict = typer.style("tests passed", fg="green", bold=True)
+    else:
+        verdict = typer.style("tests FAILED", fg="red", bold=True)
+    code = "none (killed)" if result.test_exit_code is None else str(result.test_exit_code)
+    lines = [
+        f"{verdict} (test exit code: {code})",
+        f"seed:            {result.seed}",
+        f"changed files:   {', '.join(result.changed_files) or 'none'}",
+        f"planner task ID: {result.planner_task_id or 'none (plan file)'}",
+        f"sandbox ID:      {result.sandbox_id} (terminated)",
+    ]
+    if result.usage is not None:
+        lines.append(
+            f"tokens:          {result.usage.prompt_tokens} prompt, "
+            f"{result.usage.completion_tokens} completion"
+        )
+    if result.planner_task_id is not None:
+        took = "?" if result.planner_seconds is None else f"{result.planner_seconds:.2f} s"
+        lines.append(
+            f"provider call:   {took}, response {result.response_id or '(no ID)'} "
+            f"from {result.model or 'an unnamed model'}"
+        )
+        if has_record(result.planner_task_id):
+            lines.append(f"record:          agent logs {result.planner_task_id}")
+    if result.run_id is not None:
+        lines.append(f"run ID:          {result.run_id} (agent replay / agent diff)")
+    if len(result.attempts) > 1:
+        lines.append(f"attempts:        {_describe_attempts(result.attempts)}")
+    if result.candidates:
+        lines.append(f"candidates:      {_describe_candidates(result)}")
+    typer.echo(lines[0])
+    echo("\n".join(lines[1:]))
+    echo("\ndiff:")
+    echo(result.diff.rstrip("\n") or "(no change)")
+    echo("\ntest output:")
+    echo(result.test_output.rstrip("\n") or "(none)")
+
+
+def _describe_attempts(attempts: Sequence[Attempt]) -> str:
+    """``1 failed (exit 1), 2 rejected, 3 passed``."""
+    described = []
+    for attempt in attempts:
+        detail = ""
+        if attempt.test_timed_out:
+            detail = " (timeout)"
+        elif attempt.limit_hit is not None:
+            detail = f" ({attempt.limit_hit} limit)"
+        elif attempt.verdict == "failed":
+            code = attempt.test_exit_code
+            detail = f" (exit {'none' if code is None else code})"
+        described.append(f"{attempt.number} {attempt.verdict}{detail}")
+    return ", ".join(described)
+
+
+def _describe_candidates(result: RunResult) -> str:
+    """``#1 passed after 2 attempts (chosen); #2 failed; #3 stopped``."""
+    described = []
+    for candidate in result.candidates:
+        if candidate.passed:
+            text = "passed"
+        elif candidate.stopped:
+            text = "stopped"
+        elif candidate.attempts and candidate.attempts[-1].verdict == "rejected":
+            text = "rejected"
+        else:
+            text = "failed"
+        if len(candidate.attempts) > 1:
+            text += f" after {len(candidate.attempts)} attempts"
+        if candidate.number == result.chosen_candidate:
+            text += " (chosen)"
+        described.append(f"#{candidate.number} {text}")
+    return "; ".join(described)

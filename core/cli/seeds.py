@@ -1,0 +1,104 @@
+"""``agent seeds``: the seed projects a run can use."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from .options import DebugOption, JsonOption, group
+from .terminal import echo, load_plugins, print_json, reporting
+
+if TYPE_CHECKING:
+    from ..plugins import PluginHost
+
+app = group("Seed projects a run can use.")
+
+
+def _seed_row(host: PluginHost, name: str) -> dict[str, Any]:
+    from ..serialization import to_jsonable
+
+    seed = host.seed(name)
+    return {
+        "name": seed.name,
+        "source": host.seed_source(name),
+        "description": seed.description,
+        "root": str(seed.root),
+        "files": list(seed.files),
+        "editable_paths": list(seed.editable_paths),
+        "editable_files": list(seed.editable_files),
+        "test_files": list(seed.test_files),
+        "hidden_test_paths": list(seed.hidden_test_paths),
+        "hidden_test_files": list(seed.hidden_files),
+        "test_command": list(seed.test_command),
+        "default_prompt": seed.default_prompt,
+        "limits": to_jsonable(seed.limits),
+        "policies": {policy: dict(parameters) for policy, parameters in seed.policies.items()},
+        "runtime": to_jsonable(seed.runtime),
+    }
+
+
+@app.command("list")
+def seeds_list(as_json: JsonOption = False, debug: DebugOption = False) -> None:
+    """List the seed projects, where each comes from, what may change and how it is tested."""
+    with reporting(as_json, debug):
+        host = load_plugins()
+        rows = [_seed_row(host, name) for name in sorted(host.seeds)]
+        if as_json:
+            print_json(rows, indent=2)
+            return
+        for row in rows:
+            echo(f"{row['name']}  ({row['source']})")
+            echo(f"  {row['description']}")
+            echo(f"  editable: {', '.join(row['editable_paths'])}")
+            echo(f"  test:     {' '.join(row['test_command'])}")
+        typer.echo("\nA folder with a seed.toml is a seed too: agent run --seed ./path/to/folder")
+
+
+@app.command("show")
+def seeds_show(
+    name: Annotated[str, typer.Argument(help="A seed name, or a folder with a seed.toml.")],
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Show everything about one seed: source, files, editable and test files, policies."""
+    with reporting(as_json, debug):
+        row = _seed_row(load_plugins(), name)
+        if as_json:
+            print_json(row, indent=2)
+            return
+        limits = ", ".join(f"{key} {value}" for key, value in row["limits"].items())
+        policies = [
+            f"{policy} {json.dumps(parameters, ensure_ascii=False) if parameters else ''}".strip()
+            for policy, parameters in row["policies"].items()
+        ]
+        lines = [
+            f"{row['name']}: {row['description']}",
+            f"source:         {row['source']}",
+            f"root:           {row['root']}",
+            f"files:          {', '.join(row['files'])}",
+            f"editable:       {', '.join(row['editable_paths'])}",
+            f"editable files: {', '.join(row['editable_files'])}",
+            f"test files:     {', '.join(row['test_files']) or 'none'}",
+            f"hidden tests:   {_describe_hidden(row['hidden_test_files'])}",
+            f"test command:   {' '.join(row['test_command'])}",
+            f"default prompt: {row['default_prompt']}",
+            f"limits:         {limits}",
+            f"runtime:        {_describe_runtime(row['runtime'])}",
+            f"policies:       {'; '.join(policies) or 'none switched on by the seed'}",
+        ]
+        echo("\n".join(lines))
+
+
+def _describe_hidden(files: list[str]) -> str:
+    if not files:
+        return "none"
+    return f"{', '.join(files)} (run in the sandbox, never sent to a planner)"
+
+
+def _describe_runtime(runtime: dict[str, Any] | None) -> str:
+    if runtime is None:
+        return "the agent's own Python, standard library only"
+    python = f"Python {runtime['python']}" if runtime["python"] else "the agent's own Python"
+    return f"{python} with {', '.join(runtime['requirements']) or 'no requirements'}"

@@ -1,0 +1,56 @@
+"""``agent validate``: check plan files against a seed's policies without running anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import EXIT_CODES, EXIT_TESTS_PASSED, PlanRejected, Rejection, UsageError
+from .options import DebugOption, JsonOption, NoPolicyOption, PolicyOption, SeedOption
+from .terminal import echo, load_plugins, print_json, reporting
+
+
+def validate(
+    plans: Annotated[list[Path], typer.Argument(help="Plan files (JSON) to check.")],
+    seed: SeedOption = "calculator",
+    policy: PolicyOption = None,
+    no_policy: NoPolicyOption = None,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Check plan files against a seed's policies without running anything."""
+    from .. import orchestrator
+    from ..serialization import to_jsonable
+    from .run import read_plan_file
+
+    all_ok = True
+    with reporting(as_json, debug):
+        host = load_plugins()
+        seed_project = host.seed(seed)
+        policies = host.policies_for(
+            seed_project, switch_on=policy or (), switch_off=no_policy or ()
+        )
+        for path in plans:
+            try:
+                rejections = orchestrator.check_plan(read_plan_file(path), seed_project, policies)
+            except PlanRejected as error:
+                rejections = list(error.rejections)
+            except UsageError as error:
+                rejections = [Rejection(policy="agent", rule="plan-file", message=error.message)]
+            all_ok = all_ok and not rejections
+            if as_json:
+                verdict = {
+                    "file": str(path),
+                    "ok": not rejections,
+                    "rejections": to_jsonable(rejections),
+                }
+                print_json(verdict)
+            elif rejections:
+                echo(f"rejected {path}:")
+                for rejection in rejections:
+                    echo(f"  {rejection.describe()}")
+            else:
+                echo(f"ok {path}")
+    raise typer.Exit(EXIT_TESTS_PASSED if all_ok else EXIT_CODES["policy"])
