@@ -13,6 +13,13 @@ imports every plugin and calls each hook once, the built-in plugins first
 come, first served: a plugin cannot replace the patch contract or a built-in
 seed by registering the same name.
 
+Names follow one convention. A plugin's name is its entry point's name, a
+Python identifier with underscores (``agent_policy_example``): it is what
+``agent plugins list`` shows and ``--disable-plugin`` takes. What a plugin
+registers for users to type (seeds, policies, planners, runners, checks and
+command groups) is named in lower case words joined by hyphens (``small-diff``,
+``python-ast``); ``agent plugins list`` warns about a name that is not.
+
 A plugin that fails to import, implements a hook under a wrong name or with
 other arguments, defines a hook without :data:`hookimpl`, raises in a hook, or
 registers something that does not fit, is reported in one line naming it and
@@ -74,8 +81,9 @@ def register_seeds(register: Callable[[SeedProject], None]) -> None:
     distribution as its source.
 
     :param register: call once with each
-        :class:`~sandboxed_coding_agent.core.model.SeedProject`; a seed whose
-        name is taken is left out with a warning.
+        :class:`~sandboxed_coding_agent.core.model.SeedProject` (named in lower
+        case words joined by ``-``); a seed whose name is taken is left out with
+        a warning.
     """
 
 
@@ -100,8 +108,8 @@ def register_policies(register: Callable[[PatchPolicy], None]) -> None:
 
     :param register: call once with each object that has the members of
         :class:`~sandboxed_coding_agent.core.protocols.PatchPolicy` (an
-        instance, not the class); an object that lacks one, or whose name is
-        taken, is left out with a warning.
+        instance, not the class, named in lower case words joined by ``-``); an
+        object that lacks one, or whose name is taken, is left out with a warning.
     """
 
 
@@ -119,7 +127,8 @@ def register_planners(register: Callable[[Planner], None]) -> None:
     hidden test files.
 
     :param register: call once with each object that has the members of
-        :class:`~sandboxed_coding_agent.core.protocols.Planner`.
+        :class:`~sandboxed_coding_agent.core.protocols.Planner`, named in lower
+        case words joined by ``-``; ``agent planners list`` shows each.
     """
 
 
@@ -137,7 +146,9 @@ def register_runners(register: Callable[[Runner], None]) -> None:
     holds every seed file, hidden tests included.
 
     :param register: call once with each object that has the members of
-        :class:`~sandboxed_coding_agent.core.protocols.Runner`.
+        :class:`~sandboxed_coding_agent.core.protocols.Runner`, named in lower
+        case words joined by ``-``; ``agent runners list`` shows each, with its
+        description (say there if the runner is not a sandbox).
     """
 
 
@@ -154,6 +165,18 @@ def register_checks(register: Callable[[Check], None]) -> None:
         @hookimpl
         def register_checks(register):
             register(CloudCredentials())
+
+    ``agent doctor --planner NAME --runner NAME`` says which planner and runner
+    the user will run (``--no-planner``: plan files only). A check of a plugin
+    that registers planners or runners, none of them in use, still runs, but its
+    failed items are shown as information (``required`` false), never as
+    failures. A check whose ``run`` takes a parameter named ``context`` is given
+    a :class:`~sandboxed_coding_agent.core.protocols.DoctorContext` naming them::
+
+        def run(self, context: DoctorContext | None = None) -> list[Finding]:
+            if context is not None and context.runner != "cloud":
+                return [Finding("cloud credentials", ok=True, detail="runner not in use")]
+            ...
 
     :param register: call once with each object that has the members of
         :class:`~sandboxed_coding_agent.core.protocols.Check`.

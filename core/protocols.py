@@ -15,8 +15,10 @@ instead of an instance, is left out with a warning naming the plugin.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
 
 from .errors import Rejection
 from .model import (
@@ -43,8 +45,14 @@ class PatchPolicy(Protocol):
     never reaches a sandbox and the command exits with status 4. The policies
     that apply to a run are the ``always`` ones, the ``on`` ones unless the user
     passes ``--no-policy NAME``, and the ``off`` ones that the seed (its
-    ``[policies.NAME]`` table) or the user (``--policy NAME``) switches on; the
-    user's ``--no-policy NAME`` wins over the seed.
+    ``[policies.NAME]`` table) or the user (``--policy NAME``,
+    ``--policy-param NAME.KEY=VALUE``) switches on; the user's ``--no-policy
+    NAME`` wins over the seed.
+
+    A policy that takes parameters should also declare them (see
+    :class:`ParameterizedPolicy`): ``agent policies list`` then shows them, and
+    the agent checks every value's type, unknown keys and missing required ones
+    before calling ``configure``.
     """
 
     @property
@@ -84,8 +92,11 @@ class PatchPolicy(Protocol):
         check them there with their line; never called without parameters. Leave ``self`` as it
         is and return a new object, for example with :func:`attrs.evolve`.
 
-        :param parameters: the keys of the seed's ``[policies.NAME]`` table, as
-            TOML gives them (``str``, ``int``, ``float``, ``bool``, lists, tables).
+        :param parameters: the keys of the seed's ``[policies.NAME]`` table and
+            of the user's ``--policy-param NAME.KEY=VALUE`` (which win), as TOML
+            gives them (``str``, ``int``, ``float``, ``bool``, lists, tables);
+            when the policy declares its parameters, already checked against
+            the declaration (only the keys given: defaults are not filled in).
         :returns: the configured policy: an object with these same members.
         :raises ValueError: (or :class:`TypeError`) naming the parameter that is
             unknown or wrong; the user sees the message, after the seed's name
@@ -114,6 +125,73 @@ class PatchPolicy(Protocol):
         :param seed: the seed the plan is for; :meth:`SeedProject.read_files`
             gives the files as they are now, for a diff.
         """
+        ...
+
+
+#: The types a :class:`PolicyParameter` may declare, and how messages name them. A TOML
+#: integer is an ``int`` (never ``true``/``false``); a ``float`` also takes an integer.
+PARAMETER_TYPES: Mapping[str, str] = {
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "list[str]": "a list of strings",
+    "list[int]": "a list of integers",
+    "list[float]": "a list of numbers",
+    "list": "a list",
+    "table": "a table",
+    "any": "any TOML value",
+}
+
+
+@attrs.frozen
+class PolicyParameter:
+    """One parameter a policy takes, as its :attr:`ParameterizedPolicy.parameters` declare it.
+
+    ``agent policies list`` shows it; the agent checks each value given (in a
+    seed's ``[policies.NAME]`` table or with ``--policy-param NAME.KEY=VALUE``)
+    against it before calling ``configure``, and reports one message naming the
+    policy, the key, the expected type and the value.
+
+    :ivar name: the key: letters, digits, ``_`` and ``-``, starting with a letter or ``_``.
+    :ivar type: one of :data:`PARAMETER_TYPES` (``"int"``, ``"list[str]"``, ...).
+    :ivar description: one line for ``agent policies list``.
+    :ivar default: what the policy uses when the key is not given, as shown to
+        users (``None``: no default, or one that needs words: say so in ``description``).
+    :ivar required: whether the policy cannot run without it: a run that switches
+        the policy on without the key is refused before any plan is checked.
+    """
+
+    name: str = attrs.field(validator=attrs.validators.matches_re(r"[A-Za-z_][A-Za-z0-9_-]{0,63}"))
+    type: str = attrs.field(validator=attrs.validators.in_(tuple(PARAMETER_TYPES)))
+    description: str = ""
+    default: Any = None
+    required: bool = False
+
+
+@runtime_checkable
+class ParameterizedPolicy(Protocol):
+    """A policy that declares the parameters its ``configure`` takes.
+
+    A policy that has ``parameters`` is a parameterized policy; there is nothing
+    to register separately, and a policy without it works as before (its
+    ``configure`` alone checks what it is given)::
+
+        @attrs.frozen
+        class SmallDiff:
+            name: str = "small-diff"
+            ...
+            parameters: ClassVar[tuple[PolicyParameter, ...]] = (
+                PolicyParameter("max_changed_lines", "int", "most lines a file may change", 20),
+            )
+
+    (``ClassVar`` keeps the declaration out of the attrs fields, so that
+    ``attrs.evolve`` and run records see only the policy's own settings.)
+    """
+
+    @property
+    def parameters(self) -> Sequence[PolicyParameter]:
+        """Every parameter ``configure`` accepts; a key not declared is refused before it."""
         ...
 
 
@@ -280,11 +358,30 @@ class PreparingRunner(Protocol):
         ...
 
 
+@attrs.frozen
+class DoctorContext:
+    """What ``agent doctor`` checks the machine for: the planner and the runner in use.
+
+    ``agent doctor`` checks for the defaults (the ``openai`` planner and the
+    ``local`` runner) unless told otherwise (``--planner NAME``,
+    ``--no-planner`` for plan files only, ``--runner NAME``).
+
+    :ivar planner: the planner's name, or ``None`` when no planner is used (``--plan FILE``).
+    :ivar runner: the runner's name.
+    """
+
+    planner: str | None
+    runner: str
+
+
 @runtime_checkable
 class Check(Protocol):
     """Checks, for ``agent doctor``, something a plugin needs on this machine.
 
     Registered with :func:`~sandboxed_coding_agent.core.hookspecs.register_checks`.
+    When a plugin registers planners or runners and none of them is in use (see
+    :class:`DoctorContext`), its checks' failed items are shown as information,
+    not failures: a user of another planner is not told to set up this one.
     """
 
     @property
@@ -306,6 +403,11 @@ class Check(Protocol):
         :class:`~sandboxed_coding_agent.core.model.Finding` with ``ok=False``
         and its ``fix`` (a check that raises becomes a failed item naming its
         plugin).
+
+        A ``run`` that takes a parameter named ``context`` (``def run(self,
+        context: DoctorContext | None = None)``) is given the
+        :class:`DoctorContext`, so that it can tell whether its planner or runner
+        is the one in use (say, to check a runner's credentials only when it is).
 
         :returns: (or yields) the findings, OK or not.
         """
