@@ -14,7 +14,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
@@ -59,8 +59,12 @@ def is_loopback(host: str) -> bool:
 
 
 def check_base_url(url: str) -> str:
-    """Return ``url`` if it is a usable provider base URL; raise :class:`ConfigurationError`."""
-    problem = f"{BASE_URL_ENV} must be an https URL ending in /v1"
+    """Return ``url`` if it is a usable provider base URL; raise :class:`ConfigurationError`.
+
+    The rule, which every message states as it applies: an ``https`` URL, or a plain
+    ``http`` one for this machine (``localhost``, 127.0.0.0/8, ``::1``), with a host,
+    no credentials, no query or fragment, and a path ending in ``/v1``.
+    """
     if len(url) > MAX_BASE_URL_CHARS:
         raise ConfigurationError(
             f"{BASE_URL_ENV} is {len(url):,} characters long; a base URL has at most "
@@ -75,25 +79,37 @@ def check_base_url(url: str) -> str:
         host = parts.hostname or ""
         _ = parts.port
     except ValueError as error:
-        raise ConfigurationError(f"{problem}: it cannot be parsed ({error})") from None
+        raise ConfigurationError(
+            f"{BASE_URL_ENV} cannot be parsed as a URL ({error}); {_URL_RULE}"
+        ) from None
     if parts.username is not None or parts.password is not None:
         raise ConfigurationError(
             f"{BASE_URL_ENV} must not contain credentials; put the key in {API_KEY_ENV}"
         )
     if parts.scheme not in ("https", "http") or not host:
-        raise ConfigurationError(f"{problem}, for example https://api.openai.com/v1 (got {url!r})")
+        raise ConfigurationError(f"{BASE_URL_ENV} is not a usable URL (got {url!r}); {_URL_RULE}")
     if parts.scheme == "http" and not is_loopback(host):
         raise ConfigurationError(
             f"{BASE_URL_ENV} uses plain http for {host!r}; use https "
-            "(plain http is allowed only for localhost, 127.0.0.0/8 and ::1)"
+            f"(plain http is allowed only for {_LOOPBACK})"
         )
     if "?" in url or "#" in url:
         raise ConfigurationError(f"{BASE_URL_ENV} must not have a query or fragment (got {url!r})")
     if not parts.path.rstrip("/").endswith("/v1"):
+        suggestion = urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/v1"))
+        http = "plain http is fine for a server on this machine; " if parts.scheme == "http" else ""
         raise ConfigurationError(
-            f"{problem}; the planner appends /chat/completions itself (got {url!r})"
+            f"{BASE_URL_ENV} must end in /v1, such as {suggestion} "
+            f"({http}the planner appends /chat/completions itself) (got {url!r})"
         )
     return url
+
+
+_LOOPBACK = "localhost, 127.0.0.0/8 and ::1"
+_URL_RULE = (
+    f"use an https URL ending in /v1, such as https://api.openai.com/v1, or plain http "
+    f"for a server on this machine ({_LOOPBACK}), such as http://localhost:11434/v1"
+)
 
 
 def settings_from_environment(

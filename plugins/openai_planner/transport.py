@@ -317,6 +317,12 @@ def _status_problem(answer: _Answer, call: PlannerCall) -> str:
             f"the provider answered {label}, redirecting to {location}; "
             f"set {BASE_URL_ENV} to the URL it really serves"
         )
+    elif status == 400:
+        # Some proxies (LiteLLM, for one) answer a key they do not know with a 400.
+        advice = (
+            f"the provider rejected the request ({label}); some proxies answer a rejected "
+            f"API key this way too, so check {API_KEY_ENV} as well"
+        )
     elif 400 <= status < 500 and status not in RETRYABLE_STATUSES:
         advice = f"the provider rejected the request ({label})"
     else:
