@@ -7,7 +7,7 @@ result line) at a given ``--jobs``. The figure is the batch's own wall time
 (from its ``--json`` summary, so the CLI's start-up is not counted) and the
 whole command's.
 
-Run: ``uv run python benchmarks/batch_throughput.py [--tasks N] [--jobs J ...]``.
+Run: ``uv run python benchmarks/batch_throughput.py [--tasks N] [--jobs J ...] [--json]``.
 Nothing here is a pass/fail test; compare between versions on the same machine.
 """
 
@@ -52,6 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, os.cpu_count() or 1, 8])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
     options = parser.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Provider)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -61,13 +62,28 @@ def main() -> None:
         "CODING_AGENT_MODEL": "bench",
         "CODING_AGENT_API_KEY": "sk-bench-0123456789",
     }
-    print(f"{options.tasks} tasks, {os.cpu_count()} CPUs")
+    rows = []
     for jobs in dict.fromkeys(options.jobs):
         per_second, whole, counts = batch(options.tasks, jobs, env)
-        print(
-            f"--jobs {jobs:<3} {per_second:6.2f} tasks/s in the batch, "
-            f"{whole:6.2f} tasks/s for the whole command, {counts['passed']} passed"
+        rows.append(
+            {
+                "jobs": jobs,
+                "tasks": options.tasks,
+                "tasks_per_second": round(per_second, 2),
+                "command_tasks_per_second": round(whole, 2),
+                "passed": counts["passed"],
+            }
         )
+    if options.json:
+        print(json.dumps({"cpus": os.cpu_count(), "rows": rows}))
+    else:
+        print(f"{options.tasks} tasks, {os.cpu_count()} CPUs")
+        for row in rows:
+            print(
+                f"--jobs {row['jobs']:<3} {row['tasks_per_second']:6.2f} tasks/s in the batch, "
+                f"{row['command_tasks_per_second']:6.2f} tasks/s for the whole command, "
+                f"{row['passed']} passed"
+            )
     server.shutdown()
 
 

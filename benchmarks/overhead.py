@@ -1,23 +1,36 @@
-"""How much the agent adds to running a seed's test directly.
+"""How much the agent adds to running a seed's test, and to starting Python: every ratio at once.
 
-Reference: the calculator's test run by the same Python in a fresh copy of the
-seed (what a developer would do by hand). Measured against it, each as a ratio
-of medians:
+Each figure is a ratio of medians to a reference measured in the same rounds
+(the actions are interleaved, one of each per round, so a machine getting
+busier affects them alike):
 
-* ``sandbox``: the local runner alone, in-process (bwrap, limits, capture, cleanup);
-* ``cli --plan``: ``agent run --plan`` end to end (start-up, policies, sandbox);
-* ``cli + provider``: ``agent run`` against an OpenAI-compatible server on loopback
-  that answers at once, so only the agent's own cost of planning is counted.
+* ``sandbox``: the local runner alone, in-process (bwrap, limits, capture,
+  cleanup), to the calculator's test run directly by the same Python in a fresh
+  copy of the seed (what a developer would do by hand). Target: 1.3x.
+* ``agent run --plan``: the whole command as a fresh process (start-up,
+  plugins, policies, sandbox, run record) to the same direct test. Target: 3.5x.
+* ``agent run`` with a provider: against an OpenAI-compatible server on
+  loopback that answers at once, so only the agent's own cost of planning
+  counts. No target; shown for comparison.
+* ``agent --help`` and ``agent seeds list`` to ``python -c pass`` with the same
+  interpreter. Target: 8x.
 
-Run: ``uv run python benchmarks/overhead.py [--repeat N]``. Nothing here is a
-pass/fail test; compare the ratios between versions on the same machine.
+It also reports what ``agent run --plan`` spends importing modules
+(``python -X importtime``), and with ``--throughput`` the figures of
+``candidates.py`` and ``batch_throughput.py``.
+
+Run: ``uv run python benchmarks/overhead.py [--repeat N] [--throughput] [--json]
+[--write benchmarks/RESULTS.md]``. Nothing here is a pass/fail test.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -36,16 +49,21 @@ from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
 
 FIXED = "def add(left, right):\n    return left + right\n"
 AGENT = str(Path(sys.executable).with_name("agent"))
+HERE = Path(__file__).resolve().parent
+#: The commands measured run as a user's would: writing bytecode caches (the first,
+#: unmeasured run of each writes them), whatever this shell says.
+PLAIN_ENVIRONMENT = {
+    name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"
+}
 
-
-def median_seconds(action: Callable[[], None], repeat: int) -> float:
-    action()  # warm caches once
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+#: figure -> (reference, target ratio or None)
+FIGURES: dict[str, tuple[str, float | None]] = {
+    "sandbox": ("direct test", 1.3),
+    "agent run --plan": ("direct test", 3.5),
+    "agent run (loopback provider)": ("direct test", None),
+    "agent --help": ("python -c pass", 8.0),
+    "agent seeds list": ("python -c pass", 8.0),
+}
 
 
 def direct_test() -> None:
@@ -57,6 +75,7 @@ def direct_test() -> None:
         subprocess.run(
             [sys.executable, *seed.test_command[1:]],
             cwd=folder,
+            env=PLAIN_ENVIRONMENT,
             capture_output=True,
             check=True,
         )
@@ -68,6 +87,10 @@ def sandbox_only() -> None:
     job = SandboxJob(seed=seed.name, files=files, test_command=seed.test_command)
     outcome = LocalSandbox().run_test(job)
     assert outcome.tests_passed, outcome.output
+
+
+def python_pass() -> None:
+    subprocess.run([sys.executable, "-c", "pass"], env=PLAIN_ENVIRONMENT, check=True)
 
 
 class Provider(BaseHTTPRequestHandler):
@@ -112,37 +135,207 @@ def cli(args: list[str], env: dict[str, str]) -> Callable[[], None]:
     return run
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=15)
-    repeat = parser.parse_args().repeat
+def interleaved(actions: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]:
+    """Median seconds of each action, run once each per round for ``repeat`` rounds."""
+    for action in actions.values():
+        action()  # warm caches once
+    times: dict[str, list[float]] = {name: [] for name in actions}
+    for _ in range(repeat):
+        for name, action in actions.items():
+            started = time.perf_counter()
+            action()
+            times[name].append(time.perf_counter() - started)
+    return {name: statistics.median(values) for name, values in times.items()}
 
+
+def import_time(args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """What a fresh ``agent ARGS`` spends importing: the total, and the largest packages."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", AGENT, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    by_package: dict[str, int] = {}
+    total = 0
+    for line in done.stderr.splitlines():
+        found = re.match(r"import time:\s+\d+ \|\s+(\d+) \| (\S.*)$", line)
+        if found is None:  # nested imports are indented: only top-level lines are summed
+            continue
+        microseconds, name = int(found.group(1)), found.group(2)
+        if name.startswith(" "):
+            continue
+        total += microseconds
+        package = name.split(".")[0]
+        if package == "sandboxed_coding_agent":
+            package = ".".join(name.split(".")[:3])
+        by_package[package] = by_package.get(package, 0) + microseconds
+    largest = sorted(by_package.items(), key=lambda item: -item[1])[:8]
+    return {
+        "total_ms": round(total / 1000, 1),
+        "largest_ms": {name: round(us / 1000, 1) for name, us in largest},
+    }
+
+
+def throughput() -> dict[str, Any]:
+    """The figures of the candidates and batch benchmarks (each as its own process)."""
+    figures: dict[str, Any] = {}
+    for name, args in (
+        ("candidates", ["candidates.py", "--repeat", "5", "--json"]),
+        ("batch", ["batch_throughput.py", "--tasks", "40", "--json"]),
+    ):
+        done = subprocess.run(
+            [sys.executable, *args], cwd=HERE, capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            sys.exit(f"{name} benchmark failed:\n{done.stderr[-2000:]}")
+        figures[name] = json.loads(done.stdout)
+    return figures
+
+
+def machine() -> dict[str, Any]:
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    model = ""
+    with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": model,
+        "memory_gib": round(memory / 2**30, 1),
+        "system": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+    }
+
+
+def measure(repeat: int, with_throughput: bool) -> dict[str, Any]:
     state = tempfile.mkdtemp(prefix="agent-bench-")
     server = ThreadingHTTPServer(("127.0.0.1", 0), Provider)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     plan = Path(state, "plan.json")
     plan.write_text(json.dumps({"files": [{"path": "calculator.py", "content": FIXED}]}))
     env = {
-        **os.environ,
+        **PLAIN_ENVIRONMENT,
         "XDG_STATE_HOME": state,
         "CODING_AGENT_BASE_URL": f"http://127.0.0.1:{server.server_address[1]}/v1",
         "CODING_AGENT_MODEL": "bench",
-        "CODING_AGENT_API_KEY": "sk-bench",
+        "CODING_AGENT_API_KEY": "sk-bench-0123456789",
     }
+    run_plan = ["run", "--plan", str(plan), "--json"]
     try:
-        reference = median_seconds(direct_test, repeat)
-        rows = [
-            ("direct test (reference)", reference),
-            ("sandbox", median_seconds(sandbox_only, repeat)),
-            ("cli --plan", median_seconds(cli(["run", "--plan", str(plan)], env), repeat)),
-            ("cli + provider", median_seconds(cli(["run"], env), repeat)),
-        ]
+        medians = interleaved(
+            {
+                "direct test": direct_test,
+                "python -c pass": python_pass,
+                "sandbox": sandbox_only,
+                "agent run --plan": cli(run_plan, env),
+                "agent run (loopback provider)": cli(["run", "--json"], env),
+                "agent --help": cli(["--help"], env),
+                "agent seeds list": cli(["seeds", "list"], env),
+            },
+            repeat,
+        )
+        imports = import_time(run_plan, env)
     finally:
         server.shutdown()
         shutil.rmtree(state, ignore_errors=True)
-    print(f"median of {repeat} runs each")
-    for name, seconds in rows:
-        print(f"{name:<24} {seconds * 1000:8.1f} ms  {seconds / reference:5.2f}x")
+    figures = []
+    for name, (reference, target) in FIGURES.items():
+        ratio = medians[name] / medians[reference]
+        figures.append(
+            {
+                "figure": name,
+                "ms": round(medians[name] * 1000, 1),
+                "reference": reference,
+                "reference_ms": round(medians[reference] * 1000, 1),
+                "ratio": round(ratio, 2),
+                "target": target,
+                "met": None if target is None else ratio <= target,
+            }
+        )
+    result: dict[str, Any] = {
+        "date": datetime.date.today().isoformat(),
+        "machine": machine(),
+        "repeat": repeat,
+        "figures": figures,
+        "imports_agent_run_plan": imports,
+    }
+    if with_throughput:
+        result["throughput"] = throughput()
+    return result
+
+
+def as_text(result: dict[str, Any]) -> str:
+    lines = [f"median of {result['repeat']} interleaved rounds", ""]
+    lines.append(f"{'figure':<30} {'ms':>8}  {'reference':<15} {'ms':>7} {'ratio':>7}  target")
+    for row in result["figures"]:
+        target = "-" if row["target"] is None else f"{row['target']}x"
+        verdict = "" if row["met"] is None else (" met" if row["met"] else " MISSED")
+        lines.append(
+            f"{row['figure']:<30} {row['ms']:>8.1f}  {row['reference']:<15} "
+            f"{row['reference_ms']:>7.1f} {row['ratio']:>6.2f}x  {target}{verdict}"
+        )
+    imports = result["imports_agent_run_plan"]
+    largest = ", ".join(f"{name} {ms}" for name, ms in imports["largest_ms"].items())
+    lines += ["", f"agent run --plan imports: {imports['total_ms']} ms ({largest})"]
+    if "throughput" in result:
+        for row in result["throughput"]["candidates"]["rows"]:
+            lines.append(
+                f"candidates K={row['candidates']}: {row['tests_per_second']} tests/s, "
+                f"peak {row['peak_mib']} MiB"
+            )
+        for row in result["throughput"]["batch"]["rows"]:
+            lines.append(
+                f"batch --jobs {row['jobs']}: {row['tasks_per_second']} tasks/s "
+                f"({row['passed']}/{row['tasks']} passed)"
+            )
+    return "\n".join(lines)
+
+
+def write_results(path: Path, result: dict[str, Any], command: str) -> None:
+    """Replace the overhead section of RESULTS.md with this run's."""
+    info = result["machine"]
+    section = "\n".join(
+        [
+            "## Overhead (`benchmarks/overhead.py`)",
+            "",
+            f"- date: {result['date']}",
+            f"- machine: {info['cpus']} CPU cores ({info['cpu']}), {info['memory_gib']} GiB "
+            f"memory, {info['system']}, Python {info['python']}",
+            f"- command: `{command}`",
+            "",
+            "```",
+            as_text(result),
+            "```",
+            "",
+        ]
+    )
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n\n"
+    start = text.find("## Overhead (`benchmarks/overhead.py`)")
+    if start == -1:
+        heading_end = text.find("\n## ")
+        start = end = heading_end + 1 if heading_end != -1 else len(text)
+    else:
+        following = text.find("\n## ", start + 1)
+        end = following + 1 if following != -1 else len(text)
+    path.write_text(text[:start] + section + "\n" + text[end:].lstrip("\n"), encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--throughput", action="store_true", help="add candidates and batch")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--write", type=Path, metavar="RESULTS.md", help="record this run there")
+    options = parser.parse_args()
+    result = measure(options.repeat, options.throughput)
+    print(json.dumps(result, indent=2) if options.json else as_text(result))
+    if options.write is not None:
+        command = "uv run python benchmarks/overhead.py " + " ".join(sys.argv[1:])
+        write_results(options.write, result, command.strip())
 
 
 if __name__ == "__main__":

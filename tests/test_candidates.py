@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from conftest import (
@@ -37,18 +39,44 @@ def slow_plan(content: str, delay: float = 0.0) -> Reply:
     return Reply(200, json.dumps(body).encode(), delay=delay)
 
 
-def test_four_candidates_with_a_slow_provider_finish_at_once_and_the_passing_one_is_chosen(
+def together_plan(content: str, together: threading.Barrier, apart: list[str]) -> Reply:
+    """A plan answer sent only once every request sharing ``together`` has arrived.
+
+    A run that asked one candidate at a time would leave the barrier waiting: its
+    timeout breaks it, the answer becomes a server error and ``apart`` says so.
+    """
+    body = json.dumps(completion(plan_json(("calculator.py", content)))).encode()
+
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        try:
+            together.wait(timeout=20)
+        except threading.BrokenBarrierError:
+            apart.append(content)
+            handler.send_response(500)
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    return Reply(action=answer)
+
+
+def test_four_candidates_ask_the_provider_at_once_and_the_passing_one_is_chosen(
     provider: FakeProvider, run_agent: Callable[..., AgentRun]
 ) -> None:
+    together = threading.Barrier(4)
+    apart: list[str] = []
     for content in (WRONG, WRONG, FIXED_CALCULATOR, WRONG):
-        provider.replies.append(slow_plan(content, delay=1.0))
+        provider.replies.append(together_plan(content, together, apart))
 
-    started = time.monotonic()
     done = run_agent("run", "--candidates", "4", "--jobs", "4", "--json")
-    took = time.monotonic() - started
 
+    assert apart == [], "the four planner calls were not all in flight at once"
     assert done.returncode == 0, done.stderr
-    assert took < 3.0, f"4 candidates with 1 s of provider latency took {took:.1f} s"
     result = done.json()
     assert len(result["candidates"]) == 4
     assert len(done.sandboxes) == 4
