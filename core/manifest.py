@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from . import patterns, seed_files
+from . import contract, patterns, seed_files
 from .errors import UsageError
 from .model import ALWAYS_TEST_PATHS, LimitError, SeedLimits, SeedProject, SeedRuntime
 from .serialization import describe_structure_error, structure
@@ -332,6 +332,12 @@ class _Reader:
             if not hits:
                 raise self.fail(("files",), f"{pattern!r} matches no file in {root}")
             for path in hits:
+                if not contract.is_utf8(path):
+                    raise self.fail(
+                        ("files",),
+                        f"{seed_files.shown_name(path)}: the file name is not valid UTF-8, so it "
+                        "cannot be shown to a planner; rename the file or leave it out of files",
+                    )
                 if patterns.has_control_character(path):
                     raise self.fail(
                         ("files",),

@@ -49,6 +49,23 @@ class SeedFileError(UsageError):
     """A seed file that cannot be read safely; the message names the file and the problem."""
 
 
+def shown_name(path: str) -> str:
+    """``path`` quoted for a message, whatever it holds: bytes that are not UTF-8 (which
+    reach Python as lone surrogates) as ``\\xNN``, control characters escaped as ``repr``
+    would, everything else as it is (``'café\\xff.py'``)."""
+    shown = []
+    for char in path:
+        if 0xDC80 <= ord(char) <= 0xDCFF:
+            shown.append(f"\\x{ord(char) - 0xDC00:02x}")
+        elif ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F or char in "'\\":
+            shown.append(repr(char)[1:-1] if char != "'" else "\\'")
+        elif 0xD800 <= ord(char) <= 0xDFFF:
+            shown.append(f"\\u{ord(char):04x}")
+        else:
+            shown.append(char)
+    return "'" + "".join(shown) + "'"
+
+
 def hard_link_problem(path: str, links: int) -> str:
     """Why a hard-linked file is refused in a seed folder of unknown origin, and the fix."""
     copy = shlex.quote(f"{path}.copy")
