@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
@@ -20,10 +21,10 @@ import attrs
 import cattrs
 import pluggy
 
-from . import contract, hookspecs, manifest
+from . import contract, hookspecs, manifest, policy_parameters
 from .errors import UsageError
 from .model import SeedProject
-from .protocols import Check, CommandGroup, PatchPolicy, Planner, Runner
+from .protocols import Check, CommandGroup, PatchPolicy, Planner, PolicyParameter, Runner
 from .serialization import describe_structure_error
 
 ENTRY_POINT_GROUP = "sandboxed_coding_agent"
@@ -54,11 +55,28 @@ class Registered(Generic[T]):
     plugin: str
 
 
+#: What a plugin registers for users to type: lower case words joined by hyphens.
+CONVENTIONAL_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+@attrs.frozen
+class Provided:
+    """One thing a plugin registered, as ``agent plugins list`` shows it.
+
+    :ivar kind: ``seed``, ``planner``, ``policy``, ``runner``, ``check`` or ``command``.
+    """
+
+    kind: str
+    name: str
+    description: str
+
+
 @attrs.frozen
 class PluginInfo:
     """What ``agent plugins list`` shows about one plugin.
 
     :ivar status: ``loaded``, ``disabled`` or ``broken``; :attr:`problem` says why it is broken.
+    :ivar provides: everything it registered, in registration order, with descriptions.
     """
 
     name: str
@@ -68,6 +86,24 @@ class PluginInfo:
     location: str
     status: str = "loaded"
     problem: str | None = None
+    provides: tuple[Provided, ...] = ()
+
+    @property
+    def naming_problems(self) -> list[str]:
+        """Names that break the convention (see :mod:`~sandboxed_coding_agent.core.hookspecs`)."""
+        problems = []
+        if not self.name.isidentifier():
+            problems.append(
+                f"the plugin's name {self.name!r} is not a Python identifier "
+                f"(by convention {_identifier(self.name)!r})"
+            )
+        for item in self.provides:
+            if not CONVENTIONAL_NAME.fullmatch(item.name):
+                problems.append(
+                    f"{item.kind} {item.name!r} is not lower case words joined by '-' "
+                    f"(by convention {_hyphenated(item.name)!r})"
+                )
+        return problems
 
 
 @attrs.frozen
@@ -320,6 +356,10 @@ class PluginHost:
         self._configured(self.policy(name), parameters)
 
     def _configured(self, policy: PatchPolicy, parameters: Mapping[str, Any]) -> PatchPolicy:
+        declared = declared_parameters(policy)
+        if declared is not None:
+            # Types, unknown keys and required ones, checked here so no policy has to.
+            policy_parameters.check(policy.name, declared, parameters)
         if not parameters:
             return policy
         try:
@@ -338,34 +378,43 @@ class PluginHost:
         *,
         switch_on: Sequence[str] = (),
         switch_off: Sequence[str] = (),
+        parameters: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> list[PatchPolicy]:
         """The policies that check plans for ``seed``, configured with its parameters.
 
         ``always`` policies, ``on`` policies unless switched off, and ``off``
-        policies the seed or ``switch_on`` names, unless ``switch_off`` names
-        them: the user's ``--no-policy`` wins over the seed.
+        policies the seed, ``switch_on`` or ``parameters`` names, unless
+        ``switch_off`` names them: the user's ``--no-policy`` wins over the seed.
 
+        :param parameters: the user's parameters by policy
+            (``--policy-param NAME.KEY=VALUE``), on top of the seed's, key by key;
+            each policy named is switched on.
         :raises UsageError: an unknown policy, a policy both switched on and off,
             an ``always`` policy switched off, or parameters a policy refuses.
         """
+        given = dict(parameters or {})
+        switch_on = [*switch_on, *(name for name in given if name not in switch_on)]
         for name in (*switch_on, *switch_off, *seed.policies):
             self.policy(name)
         both = sorted(set(switch_on) & set(switch_off))
         if both:
-            raise UsageError(f"policy {both[0]!r} is both switched on and off")
+            how = "given parameters and switched off" if both[0] in given else "switched on and off"
+            raise UsageError(f"policy {both[0]!r} is both {how}")
         for name in switch_off:
             if self.policies[name].item.activation == "always":
                 raise UsageError(f"policy {name!r} cannot be switched off")
         chosen: list[PatchPolicy] = []
+        all_parameters = policy_parameters.merged(seed.policies, given)
         for name, registered in self.policies.items():
             policy = registered.item
             wanted = name in switch_on or name in seed.policies or policy.activation == "on"
             if policy.activation == "always" or (wanted and name not in switch_off):
-                chosen.append(self._configured(policy, seed.policies.get(name, {})))
+                chosen.append(self._configured(policy, all_parameters.get(name, {})))
         return chosen
 
     def plugin_infos(self) -> list[PluginInfo]:
         kinds: dict[str, list[str]] = {}
+        provided: dict[str, list[Provided]] = {}
         for kind, registry in (
             ("seed", self.seeds),
             ("planner", self.planners),
@@ -374,10 +423,14 @@ class PluginHost:
             ("check", self.checks),
             ("command", self.commands),
         ):
-            for registered in registry.values():
+            for name, registered in registry.items():
                 kinds.setdefault(registered.plugin, [])
                 if kind not in kinds[registered.plugin]:
                     kinds[registered.plugin].append(kind)
+                about = getattr(registered.item, "description", None)
+                if about is None:
+                    about = getattr(registered.item, "help", "")
+                provided.setdefault(registered.plugin, []).append(Provided(kind, name, str(about)))
         infos = []
         for name, origin in self._origins.items():
             if self.manager.is_blocked(name):
@@ -395,9 +448,25 @@ class PluginHost:
                     location=origin.location,
                     status=status,
                     problem=problem,
+                    provides=tuple(provided.get(name, ())),
                 )
             )
         return infos
+
+
+def _identifier(name: str) -> str:
+    return re.sub(r"\W", "_", name).lower() or "_"
+
+
+def _hyphenated(name: str) -> str:
+    return "-".join(re.findall(r"[a-z0-9]+", re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", name).lower()))
+
+
+def declared_parameters(policy: object) -> tuple[PolicyParameter, ...] | None:
+    """The parameters ``policy`` declares, or ``None`` when it declares none (see
+    :class:`~sandboxed_coding_agent.core.protocols.ParameterizedPolicy`)."""
+    declared = getattr(policy, "parameters", None)
+    return None if declared is None else tuple(declared)
 
 
 def _item_problem(item: object, kind: str, expected: type) -> str | None:
@@ -419,6 +488,10 @@ def _item_problem(item: object, kind: str, expected: type) -> str | None:
             f"policy {getattr(item, 'name', '?')!r} with activation {activation!r} "
             f"(use one of {', '.join(ACTIVATIONS)})"
         )
+    declared = getattr(item, "parameters", None) if kind == "policy" else None
+    problem = None if declared is None else policy_parameters.declaration_problem(declared)
+    if problem is not None:
+        return f"policy {getattr(item, 'name', '?')!r} whose {problem}"
     return None
 
 

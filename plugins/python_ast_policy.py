@@ -22,7 +22,7 @@ import ast
 import builtins
 import fnmatch
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -30,7 +30,7 @@ from sandboxed_coding_agent.core import patterns
 from sandboxed_coding_agent.core.errors import Rejection
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import PatchPlan, SeedProject
-from sandboxed_coding_agent.core.protocols import PatchPolicy
+from sandboxed_coding_agent.core.protocols import PatchPolicy, PolicyParameter
 
 NAME = "python-ast"
 
@@ -106,6 +106,16 @@ class PythonAstPolicy:
     activation: str = "off"
     forbidden: tuple[str, ...] = DEFAULT_FORBIDDEN
     paths: tuple[str, ...] = ("**/*.py",)
+    parameters: ClassVar[tuple[PolicyParameter, ...]] = (
+        PolicyParameter(
+            "forbid",
+            "list[str]",
+            "the dotted names to forbid, instead of the built-in list (socket, subprocess, ...)",
+        ),
+        PolicyParameter("also_forbid", "list[str]", "dotted names to forbid as well", []),
+        PolicyParameter("allow", "list[str]", "entries to take out of the forbidden names", []),
+        PolicyParameter("paths", "list[str]", "which files of a plan to check", ["**/*.py"]),
+    )
 
     def configure(self, parameters: Mapping[str, Any]) -> PythonAstPolicy:
         unknown = sorted(set(parameters) - set(_PARAMETERS))
