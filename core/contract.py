@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .errors import PlanRejected, Rejection
+from .errors import PlanRejected, ProviderError, Rejection
 from .model import PatchPlan, SeedLimits
 from .serialization import describe_structure_error, structure
 
@@ -61,6 +61,11 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def parse_plan(text: str | bytes) -> PatchPlan:
     """Read a plan from JSON text: an object with exactly the key ``files``.
 
+    For a plan a person gave (``agent run --plan FILE``, ``agent validate``): a
+    malformed one is a refused plan (exit 4). A planner reading its backend's
+    answer uses :func:`plan_from_answer` instead, so that an unusable answer is
+    a provider error (exit 3) with the call's task ID.
+
     :raises PlanRejected: with rule ``plan-json`` or ``plan-shape``.
     """
     try:
@@ -68,6 +73,39 @@ def parse_plan(text: str | bytes) -> PatchPlan:
     except (ValueError, RecursionError) as error:
         raise PlanRejected([_reject("plan-json", f"the plan is not valid JSON: {error}")]) from None
     return plan_from_data(data)
+
+
+def plan_from_answer(answer: str | bytes | object, *, planner_task_id: str) -> PatchPlan:
+    """Read a plan from a planner's answer: JSON text, or JSON data already decoded.
+
+    For a planner whose backend (a model, a service, a file) answered with
+    something that is not a plan at all: that is the backend's failure, not a
+    plan a policy refused, so it is reported as a provider error (the command
+    exits 3) naming the planner call. A well-formed plan that breaks the
+    contract is still for :func:`validate_plan` (exit 4)::
+
+        plan = validate_plan(
+            plan_from_answer(text, planner_task_id=task_id),
+            editable_paths=request.editable_paths,
+            limits=request.limits,
+            planner_task_id=task_id,
+        )
+
+    :param answer: the answer: ``str`` or ``bytes`` are parsed as JSON; anything
+        else is taken as decoded JSON (a ``dict``).
+    :param planner_task_id: the call's task ID, which the error carries.
+    :raises ProviderError: the answer is not JSON or not a plan's shape; the
+        message gives every reason, as ``parse_plan`` would.
+    """
+    try:
+        if isinstance(answer, str | bytes):
+            return parse_plan(answer)
+        return plan_from_data(answer)
+    except PlanRejected as error:
+        reasons = "; ".join(rejection.message for rejection in error.rejections)
+        raise ProviderError(
+            f"the planner's answer is not a plan: {reasons}", planner_task_id=planner_task_id
+        ) from None
 
 
 def plan_from_data(data: object) -> PatchPlan:

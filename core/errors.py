@@ -6,7 +6,7 @@ nothing else in the project decides exit codes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -40,6 +40,10 @@ class AgentError(Exception):
         candidate made before it; empty otherwise.
     :ivar candidates: likewise, every :class:`~sandboxed_coding_agent.core.model.Candidate`
         of a run with ``--candidates`` above 1, as far as each got.
+    :ivar details: for an error a planner raises, what it adds to the record of its
+        call (``agent logs TASK_ID``), as
+        :attr:`PlannerResult.details <sandboxed_coding_agent.core.model.PlannerResult.details>`
+        does for a plan: a JSON object, such as each attempt's status and timing.
     """
 
     kind = "internal"
@@ -52,11 +56,13 @@ class AgentError(Exception):
         *,
         planner_task_id: str | None = None,
         sandbox_id: str | None = None,
+        details: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.planner_task_id = planner_task_id
         self.sandbox_id = sandbox_id
+        self.details: dict[str, Any] = dict(details or {})
 
 
 class UsageError(AgentError):
@@ -87,6 +93,7 @@ class PlanRejected(AgentError):
         rejections: Sequence[Rejection],
         *,
         planner_task_id: str | None = None,
+        details: Mapping[str, Any] | None = None,
     ) -> None:
         self.rejections = tuple(rejections)
         lines = "\n".join(f"  {r.describe()}" for r in self.rejections)
@@ -95,6 +102,7 @@ class PlanRejected(AgentError):
         super().__init__(
             f"the plan was rejected ({count} {noun}):\n{lines}",
             planner_task_id=planner_task_id,
+            details=details,
         )
 
 

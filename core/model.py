@@ -413,6 +413,10 @@ class PlannerResult:
     :ivar response_id: the provider's own ID of its answer, when given.
     :ivar usage: tokens used, when reported.
     :ivar duration_seconds: wall time of the planner call.
+    :ivar details: what the planner adds to the record of its call, which ``agent logs
+        TASK_ID`` shows: a JSON object (text, numbers, booleans, ``None``, lists and
+        objects of them) such as the endpoint, each attempt's status and timing, or
+        the start of the answer. Never the key, the prompt or the seed's files.
     """
 
     planner: str
@@ -422,6 +426,7 @@ class PlannerResult:
     response_id: str | None = None
     usage: TokenUsage | None = None
     duration_seconds: float | None = None
+    details: dict[str, Any] = attrs.field(factory=dict)
 
 
 @attrs.frozen

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import attrs
 
+from . import records
 from .errors import AgentError, PlanRejected, Rejection, UsageError
 from .model import (
     FEEDBACK_OUTPUT_CHARS,
@@ -177,11 +178,17 @@ def run(
     candidates: int = 1,
     jobs: int | None = None,
     first_pass: bool = False,
+    environ: Mapping[str, str] = os.environ,
 ) -> RunResult:
     """Plan with ``planner`` (or use ``plan``), check it, and test it in a fresh sandbox.
 
     ``limits`` replaces the seed's limits for this run (for example
     ``attrs.evolve(seed.limits, memory_mb=1024)``).
+
+    Every planner call is recorded for ``agent logs`` (see
+    :func:`~sandboxed_coding_agent.core.records.call_planner`) in the state
+    directory ``environ`` names (``XDG_STATE_HOME``, ``HOME``), with the key it
+    holds blanked.
 
     With ``attempts`` above 1, a plan whose test fails or that a policy refuses is
     followed by another planner call whose request carries :class:`Feedback` on it,
@@ -221,6 +228,7 @@ def run(
         parallel=candidates > 1,
         first_pass=first_pass,
         sandboxes=_Sandboxes(jobs or os.cpu_count() or 1),
+        environ=environ,
     )
     # One candidate runs in this thread, so that Ctrl-C reaches its sandbox as it always has.
     found = search.in_parallel(candidates) if candidates > 1 else [search.candidate(1)]
@@ -361,6 +369,7 @@ class _Search:
     parallel: bool
     first_pass: bool
     sandboxes: _Sandboxes
+    environ: Mapping[str, str]
     #: Every candidate's attempts so far, kept as they are made so a stopped run reports them.
     made: dict[int, list[Attempt]] = attrs.Factory(dict)
     runner_name: str = ""
@@ -407,7 +416,7 @@ class _Search:
             )
             request = plan_request(self.seed, self.instruction, self.files, self.options, feedback)
             try:
-                planned = self.planner.plan(request)
+                planned = records.call_planner(self.planner, request, environ=self.environ)
             except PlanRejected as error:  # the planner's own check of the contract
                 if not self.reports_attempts:
                     raise

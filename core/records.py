@@ -1,12 +1,20 @@
 """Records of planner calls, kept so a user can investigate a run by its planner task ID.
 
-Each planner call writes one JSON file, ``<planner-task-id>.json``, under
+The agent records every planner call, whatever the planner, where it calls it
+(:func:`call_planner`): one JSON file, ``<planner-task-id>.json``, under
 ``$XDG_STATE_HOME/sandboxed-coding-agent/runs`` (``~/.local/state/...`` when
-``XDG_STATE_HOME`` is unset), and ``agent logs PLANNER_TASK_ID`` prints it. A
-record holds what a person needs to see what the provider did: the URL (never
-with credentials), the model, the sizes of what was sent, every attempt's
-status and timing, and a short excerpt of the answer or the error. It never
-holds the API key, the prompt or the seed's files.
+``XDG_STATE_HOME`` is unset), which ``agent logs PLANNER_TASK_ID`` prints. A
+record holds the planner's name, the seed, when the call started and how long
+it took, its outcome, and the plan or the error. A planner adds its own details
+(an endpoint, each attempt's status and timing, an excerpt of the answer) as a
+JSON object: :attr:`PlannerResult.details
+<sandboxed_coding_agent.core.model.PlannerResult.details>` on success,
+:attr:`AgentError.details <sandboxed_coding_agent.core.errors.AgentError>` on
+failure. Both travel as plain data, so a planner that works on another machine
+adds them the same way; it never writes a record itself.
+
+A record never holds the API key (it is blanked before the record is written),
+the prompt or the seed's files.
 """
 
 from __future__ import annotations
@@ -15,17 +23,25 @@ import json
 import os
 import re
 import tempfile
+import time
+import warnings
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import attrs
 
-from .errors import UsageError
-from .model import TokenUsage
-from .serialization import describe_structure_error, structure, to_json
+from . import provider
+from .errors import AgentError, AgentWarning, PlanRejected, Rejection, UsageError
+from .model import PatchPlan, PlannerResult, PlanRequest, TokenUsage
+from .protocols import Planner
+from .serialization import describe_structure_error, structure, to_json, to_jsonable
 
 APP_DIR = "sandboxed-coding-agent"
-RECORD_FORMAT = 1
+RECORD_FORMAT = 2
+#: The details a format 1 record (written by the built-in planner itself) held at its top level.
+_FORMAT_1_DETAILS = ("request", "attempts", "finish_reason", "response_excerpt")
 #: The longest excerpt of an answer or error a record keeps.
 MAX_EXCERPT_CHARS = 2_000
 
@@ -35,7 +51,9 @@ _TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 @attrs.frozen
 class ProviderRequestInfo:
-    """What was sent to the provider, described without its content.
+    """What a planner sent to an HTTP provider, described without its content.
+
+    For a planner's :func:`provider_details`; the built-in planner gives it.
 
     :ivar url: the endpoint, without credentials, query or fragment.
     :ivar model: the model asked for.
@@ -82,6 +100,33 @@ class ProviderAttempt:
     response_format: str | None = None
 
 
+def provider_details(
+    *,
+    request: ProviderRequestInfo | None = None,
+    attempts: tuple[ProviderAttempt, ...] | list[ProviderAttempt] = (),
+    finish_reason: str | None = None,
+    response_excerpt: str | None = None,
+) -> dict[str, Any]:
+    """The details of a call to an HTTP provider, in the form ``agent logs`` shows best.
+
+    A planner that calls a provider over HTTP puts them in its result's (or its
+    error's) ``details``; ``agent logs`` then shows the request and one line per
+    attempt. Keys left ``None`` or empty are left out.
+
+    :param request: what was sent, without its content.
+    :param attempts: every HTTP request, in order.
+    :param finish_reason: why the model stopped, as the provider said.
+    :param response_excerpt: the start of the answer (see :func:`excerpt`).
+    """
+    given: dict[str, Any] = {
+        "request": request,
+        "attempts": list(attempts),
+        "finish_reason": finish_reason,
+        "response_excerpt": response_excerpt,
+    }
+    return {key: to_jsonable(value) for key, value in given.items() if value}
+
+
 @attrs.frozen
 class PlannerRecord:
     """Everything kept about one planner call.
@@ -89,33 +134,35 @@ class PlannerRecord:
     :ivar planner_task_id: the ID the run result and every error about the call carry.
     :ivar planner: name of the planner.
     :ivar started_at: when the call began, ISO 8601 in UTC.
-    :ivar request: what was sent, described without its content.
-    :ivar attempts: every HTTP request, in order.
-    :ivar outcome: ``ok``, ``provider-error`` or ``plan-rejected``.
-    :ivar duration_seconds: wall time of the whole call, retries and waits included.
+    :ivar outcome: ``ok``, ``provider-error``, ``plan-rejected``, ``configuration-error``
+        or ``usage-error`` (the kind of the error the call ended in).
+    :ivar duration_seconds: wall time of the whole call, as the agent measured it.
+    :ivar seed: the seed the plan was for.
+    :ivar finished_at: when the call ended, ISO 8601 in UTC.
+    :ivar plan: the plan, when the call made one.
     :ivar error: the message the user was given, when the call failed.
+    :ivar rejections: the contract's reasons, when the planner's own check refused its plan.
     :ivar response_id: the provider's own ID of its answer.
     :ivar model: the model that answered, as the provider named it.
     :ivar usage: tokens the provider reported.
-    :ivar finish_reason: why the model stopped, as the provider said.
-    :ivar response_excerpt: the start of the answer (the model's text, or the raw body
-        when there was none).
+    :ivar details: what the planner added (see :func:`call_planner`).
     :ivar format: version of this record's layout.
     """
 
     planner_task_id: str
     planner: str
     started_at: str
-    request: ProviderRequestInfo
-    attempts: tuple[ProviderAttempt, ...]
     outcome: str
     duration_seconds: float
+    seed: str | None = None
+    finished_at: str | None = None
+    plan: PatchPlan | None = None
     error: str | None = None
+    rejections: tuple[Rejection, ...] = ()
     response_id: str | None = None
     model: str | None = None
     usage: TokenUsage | None = None
-    finish_reason: str | None = None
-    response_excerpt: str | None = None
+    details: dict[str, Any] = attrs.Factory(dict)
     format: int = RECORD_FORMAT
 
 
@@ -146,15 +193,108 @@ def record_path(task_id: str, environ: Mapping[str, str] = os.environ) -> Path:
 
 
 def write_record(record: PlannerRecord, environ: Mapping[str, str] = os.environ) -> Path:
-    """Save ``record`` (readable by its owner only) and return where it went.
+    """Save ``record`` (readable by its owner only), with the API key blanked, if it
+    appears, and return where it went.
 
     The file is written whole and then renamed into place, so a reader never sees half a record.
 
     :raises OSError: the state directory cannot be written.
     """
     path = record_path(record.planner_task_id, environ)
-    write_private_file(path, to_json(record, indent=2) + "\n")
+    text = provider.blank_key(to_json(record, indent=2), environ.get(provider.API_KEY_ENV, ""))
+    write_private_file(path, text + "\n")
     return path
+
+
+def call_planner(
+    planner: Planner,
+    request: PlanRequest,
+    *,
+    environ: Mapping[str, str] = os.environ,
+) -> PlannerResult:
+    """Ask ``planner`` for a plan, and record the call for ``agent logs``, whatever its end.
+
+    The record is named after the task ID of the result or of the error raised.
+    A call that ends in an error without one is not recorded: the planner failed
+    before it had a task (a setting missing, a service unreachable), there is no
+    ID to look it up by, and the error's message says what went wrong. The
+    planner's ``details`` (of its result or its error) are kept as JSON; a value
+    that is not JSON is kept as its ``repr``. A record that cannot be written is
+    a warning: the call's outcome stands.
+
+    :returns: what the planner returned.
+    :raises AgentError: what the planner raised, after recording it; any other
+        exception (an internal error, Ctrl-C) passes through unrecorded.
+    """
+    started_at, clock = _now(), time.monotonic()
+    fields: dict[str, Any]
+    try:
+        planned = planner.plan(request)
+    except AgentError as error:
+        task_id = error.planner_task_id
+        if task_id is None:
+            raise  # a call that never became a task
+        outcome = "plan-rejected" if isinstance(error, PlanRejected) else f"{error.kind}-error"
+        fields = {"error": error.message, "details": error.details}
+        if isinstance(error, PlanRejected):
+            fields["rejections"] = error.rejections
+        _keep(task_id, planner, request, outcome, started_at, clock, fields, environ)
+        raise
+    fields = {
+        "plan": planned.plan,
+        "model": planned.model,
+        "response_id": planned.response_id,
+        "usage": planned.usage,
+        "details": planned.details,
+    }
+    _keep(planned.planner_task_id, planner, request, "ok", started_at, clock, fields, environ)
+    return planned
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _keep(
+    task_id: str,
+    planner: Planner,
+    request: PlanRequest,
+    outcome: str,
+    started_at: str,
+    clock: float,
+    fields: dict[str, Any],
+    environ: Mapping[str, str],
+) -> None:
+    """Write the record of one call; a record that cannot be written is one warning."""
+    try:
+        record = PlannerRecord(
+            planner_task_id=task_id,
+            planner=planner.name,
+            seed=request.seed,
+            started_at=started_at,
+            finished_at=_now(),
+            duration_seconds=round(time.monotonic() - clock, 3),
+            outcome=outcome,
+            **{**fields, "details": _as_json(fields.get("details") or {})},
+        )
+        write_record(record, environ)
+    except (OSError, ValueError, UsageError) as problem:  # UsageError: a malformed task ID
+        reason = getattr(problem, "strerror", None) or str(problem)
+        warnings.warn(
+            f"the record of planner task {task_id} could not be kept in "
+            f"{runs_directory(environ)} ({reason}); `agent logs` will not find it",
+            AgentWarning,
+            stacklevel=4,
+        )
+
+
+def _as_json(details: Mapping[str, Any]) -> dict[str, Any]:
+    """``details`` as JSON data: whatever a plugin put there, a record holds JSON."""
+    try:
+        data = json.loads(json.dumps(dict(details), default=repr))
+    except (TypeError, ValueError, RecursionError) as error:
+        return {"unrecordable": f"the planner's details are not JSON: {error}"}
+    return data if isinstance(data, dict) else {"details": data}
 
 
 def state_directory(environ: Mapping[str, str] = os.environ) -> Path:
@@ -200,11 +340,19 @@ def read_record(task_id: str, environ: Mapping[str, str] = os.environ) -> Planne
         data = json.loads(text)
     except (ValueError, RecursionError) as error:
         raise UsageError(f"the record {str(path)!r} is damaged: {error}") from None
+    if isinstance(data, dict) and data.get("format") == 1:
+        data = _from_format_1(data)
     try:
         return structure(data, PlannerRecord)
     except Exception as error:  # cattrs raises a tree of ordinary exceptions
         problems = "; ".join(describe_structure_error(error, root="record"))
         raise UsageError(f"the record {str(path)!r} is damaged: {problems}") from None
+
+
+def _from_format_1(data: dict[str, Any]) -> dict[str, Any]:
+    """A record the built-in planner wrote itself, before the agent recorded every call."""
+    details = {key: data.pop(key) for key in _FORMAT_1_DETAILS if key in data}
+    return {**data, "details": details, "format": RECORD_FORMAT}
 
 
 def excerpt(text: str, limit: int = MAX_EXCERPT_CHARS) -> str:
@@ -216,17 +364,24 @@ def excerpt(text: str, limit: int = MAX_EXCERPT_CHARS) -> str:
 
 def render(record: PlannerRecord) -> str:
     """The record as a person reads it in a terminal."""
-    request = record.request
+    details = dict(record.details)
+    seed = f" for seed {record.seed}" if record.seed else ""
     lines = [
-        f"planner task {record.planner_task_id} ({record.planner}), started {record.started_at}",
+        f"planner task {record.planner_task_id} ({record.planner}){seed}, "
+        f"started {record.started_at}",
         f"outcome:  {record.outcome} after {record.duration_seconds:.3f} s",
-        f"request:  POST {request.url}",
-        f"          model {request.model}, {request.messages} messages, "
-        f"{request.body_bytes:,} bytes, {request.seed_files} seed files, "
-        f"response_format {request.response_format or 'none'}",
-        f"          timeout {request.timeout_seconds:g} s, at most {request.max_retries} retries",
     ]
-    for attempt in record.attempts:
+    request = _detail(details, "request", ProviderRequestInfo)
+    if request is not None:
+        lines += [
+            f"request:  POST {request.url}",
+            f"          model {request.model}, {request.messages} messages, "
+            f"{request.body_bytes:,} bytes, {request.seed_files} seed files, "
+            f"response_format {request.response_format or 'none'}",
+            f"          timeout {request.timeout_seconds:g} s, at most {request.max_retries} "
+            "retries",
+        ]
+    for attempt in _detail(details, "attempts", tuple[ProviderAttempt, ...]) or ():
         waited = f"after waiting {attempt.waited_seconds:.3f} s, " if attempt.waited_seconds else ""
         status = f"HTTP {attempt.status}" if attempt.status is not None else "no answer"
         lines.append(
@@ -237,6 +392,8 @@ def render(record: PlannerRecord) -> str:
             lines.append(f"          {attempt.detail}")
     if record.error:
         lines.append(f"error:    {record.error}")
+    if record.plan is not None:
+        lines.append(f"plan:     replaces {', '.join(record.plan.paths)}")
     if record.response_id or record.model:
         lines.append(f"response: {record.response_id or 'no ID'} from {record.model or 'unknown'}")
     if record.usage is not None:
@@ -244,9 +401,27 @@ def render(record: PlannerRecord) -> str:
             f"tokens:   {record.usage.prompt_tokens} prompt, "
             f"{record.usage.completion_tokens} completion"
         )
-    if record.finish_reason:
-        lines.append(f"finish:   {record.finish_reason}")
-    if record.response_excerpt:
+    finish = details.pop("finish_reason", None)
+    if finish:
+        lines.append(f"finish:   {finish}")
+    answer = details.pop("response_excerpt", None)
+    for key, value in details.items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        lines.append(f"{key}: {shown}")
+    if answer:
         lines.append("answer (excerpt):")
-        lines.append(record.response_excerpt)
+        lines.append(str(answer))
     return "\n".join(lines)
+
+
+def _detail(details: dict[str, Any], key: str, kind: Any) -> Any:
+    """``details[key]`` as ``kind`` (taken out of ``details``), or ``None`` if it is not one;
+    a planner's details are its own, so one that does not fit is shown as it is."""
+    if key not in details:
+        return None
+    try:
+        value = structure(details[key], kind)
+    except Exception:  # cattrs raises a tree of ordinary exceptions
+        return None
+    del details[key]
+    return value

@@ -515,6 +515,7 @@ def run_recorded(
             policies=policies,
             planner=_RecordingPlanner(planner, plans, lock) if planner is not None else None,
             plan=plan,
+            environ=environ,
             **options,
         )
         result = attrs.evolve(result, run_id=run_id)

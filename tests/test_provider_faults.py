@@ -24,6 +24,7 @@ from urllib.parse import quote
 import pytest
 from conftest import API_KEY, FIXED_CALCULATOR, MODEL, AgentRun, FakeProvider, plan_json, wait_until
 
+from sandboxed_coding_agent.core import records
 from sandboxed_coding_agent.core.errors import PlanRejected, ProviderError, UsageError
 from sandboxed_coding_agent.core.model import PlannerOptions, PlannerResult
 from sandboxed_coding_agent.core.orchestrator import plan_request
@@ -62,7 +63,8 @@ class Planner:
         planner = OpenAICompatiblePlanner(
             environ=self.environ, backoff=self.backoff, sleep=self.waits.append, **extra
         )
-        return planner.plan(request)
+        # As a run calls it: the agent keeps the call's record.
+        return records.call_planner(planner, request, environ=self.environ)
 
     def fails(self, **options: Any) -> ProviderError:
         with pytest.raises(ProviderError) as caught:

@@ -89,15 +89,15 @@ def test_successful_call_is_recorded_and_shown_by_agent_logs(
     record = logs_json(run_agent, task_id)
     assert record["planner_task_id"] == task_id
     assert record["outcome"] == "ok"
-    assert record["request"]["url"] == provider.base_url + "/chat/completions"
-    assert record["request"]["model"] == MODEL
-    assert record["request"]["body_bytes"] == len(provider.requests[0].body)
-    assert record["request"]["seed_files"] == 2
-    assert record["request"]["response_format"] == "json_object"
-    assert [a["status"] for a in record["attempts"]] == [200]
+    assert record["details"]["request"]["url"] == provider.base_url + "/chat/completions"
+    assert record["details"]["request"]["model"] == MODEL
+    assert record["details"]["request"]["body_bytes"] == len(provider.requests[0].body)
+    assert record["details"]["request"]["seed_files"] == 2
+    assert record["details"]["request"]["response_format"] == "json_object"
+    assert [a["status"] for a in record["details"]["attempts"]] == [200]
     assert record["response_id"] == "chatcmpl-abc123"
     assert record["usage"] == {"prompt_tokens": 321, "completion_tokens": 45}
-    assert "return left + right" in record["response_excerpt"]
+    assert "return left + right" in record["details"]["response_excerpt"]
 
     text = run_agent("logs", task_id)
     assert text.returncode == 0, text.stderr
@@ -122,13 +122,17 @@ def test_failed_call_record_shows_every_attempt_and_the_error(
     record = logs_json(run_agent, task_id)
     assert record["outcome"] == "provider-error"
     assert "refused the API key" in record["error"]
-    assert [(a["number"], a["status"], a["outcome"]) for a in record["attempts"]] == [
+    assert [(a["number"], a["status"], a["outcome"]) for a in record["details"]["attempts"]] == [
         (1, 429, "http-error"),
         (2, 503, "http-error"),
         (3, 401, "http-error"),
     ]
-    assert [a["detail"] for a in record["attempts"]] == ["slow down", "upstream gone", "bad key"]
-    assert all(a["seconds"] >= 0 for a in record["attempts"])
+    assert [a["detail"] for a in record["details"]["attempts"]] == [
+        "slow down",
+        "upstream gone",
+        "bad key",
+    ]
+    assert all(a["seconds"] >= 0 for a in record["details"]["attempts"])
 
     text = run_agent("logs", task_id).stdout
     assert "attempt 1: HTTP 429 (http-error)" in text
@@ -144,9 +148,11 @@ def test_call_that_got_no_answer_is_recorded(
 
     assert run.returncode == 3
     record = logs_json(run_agent, task_id_of(run))
-    assert record["request"]["url"] == url + "/chat/completions"
-    assert [(a["status"], a["outcome"]) for a in record["attempts"]] == [(None, "connection-error")]
-    assert "refused" in record["attempts"][0]["detail"]
+    assert record["details"]["request"]["url"] == url + "/chat/completions"
+    assert [(a["status"], a["outcome"]) for a in record["details"]["attempts"]] == [
+        (None, "connection-error")
+    ]
+    assert "refused" in record["details"]["attempts"][0]["detail"]
 
 
 def test_state_directory_that_cannot_be_written_is_one_warning_per_record_and_the_run_goes_on(
@@ -182,7 +188,7 @@ def test_answer_with_lone_surrogates_is_used_and_recorded(
     result = run.json()
     assert (result["response_id"], result["model"]) == ("chatcmpl-?", "m?")
     record = logs_json(run_agent, result["planner_task_id"])
-    assert record["response_excerpt"].endswith("\n?")
+    assert record["details"]["response_excerpt"].endswith("\n?")
     assert run_agent("logs", result["planner_task_id"]).returncode == 0
 
 
@@ -198,7 +204,9 @@ def test_logs_shows_control_characters_of_the_answer_escaped(
     assert "\x1b" not in shown.stdout
     assert "\x07" not in shown.stdout
     assert "\\x1b]0;pwned\\x07\\x08\\x08\\rdone" in shown.stdout
-    assert logs_json(run_agent, task_id)["response_excerpt"].endswith("\x07\x08\x08\rdone")
+    assert logs_json(run_agent, task_id)["details"]["response_excerpt"].endswith(
+        "\x07\x08\x08\rdone"
+    )
 
 
 def test_records_default_to_the_xdg_state_home_under_home(

@@ -8,20 +8,19 @@ and returns plain JSON data, so nothing but data crosses the wire: a failure
 is returned as an ``error`` object (kind, message, rejections), never as a
 pickled exception or traceback.
 
-The planner's record of the call (each attempt's status and timing, the
-provider's message; never the key or the prompt), which ``agent logs`` shows
-for a local call, is printed to the task's output instead, where
-``lazycloud task logs TASK_ID`` shows it.
+The planner's details of the call (each attempt's status and timing, the
+provider's message; never the key or the prompt) go back with the result or the
+error, so that ``agent logs TASK_ID`` shows them on the machine that asked, and
+are printed to the task's output too, where ``lazycloud task logs TASK_ID``
+shows them.
 
 This module is uploaded as it is; it imports only ``core`` and the standard library.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 
@@ -48,21 +47,19 @@ def plan_patch(request: dict[str, Any]) -> dict[str, Any]:
         problems = "; ".join(describe_structure_error(error, root="request"))
         return {"error": {"kind": "internal", "message": f"malformed plan request: {problems}"}}
     planner = builtin_planner("openai_planner", "openai")
-    with tempfile.TemporaryDirectory(prefix="plan-patch-state-") as state:
-        os.environ["XDG_STATE_HOME"] = state
-        try:
-            result = planner.plan(plan_request)
-        except AgentError as error:
-            body: dict[str, Any] = {"kind": error.kind, "message": error.message}
-            if isinstance(error, PlanRejected):
-                body["rejections"] = to_jsonable(list(error.rejections))
-            return {"error": body}
-        finally:
-            _print_records(Path(state))
+    try:
+        result = planner.plan(plan_request)
+    except AgentError as error:
+        _print_record(error.details)
+        body: dict[str, Any] = {"kind": error.kind, "message": error.message}
+        if isinstance(error, PlanRejected):
+            body["rejections"] = to_jsonable(list(error.rejections))
+        body["details"] = error.details
+        return {"error": body}
+    _print_record(result.details)
     return {"result": to_jsonable(result)}
 
 
-def _print_records(state: Path) -> None:
-    for record in sorted(state.rglob("*.json")):
-        sys.stdout.write(f"planner record: {record.read_text(encoding='utf-8').strip()}\n")
+def _print_record(details: dict[str, Any]) -> None:
+    sys.stdout.write(f"planner record: {json.dumps(details, ensure_ascii=False)}\n")
     sys.stdout.flush()

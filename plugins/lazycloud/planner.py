@@ -8,6 +8,7 @@ result's planner task ID is the remote task's ID, which every error names too.
 from __future__ import annotations
 
 import io
+import json
 import os
 import pickle
 import time
@@ -223,14 +224,34 @@ def _result(answer: object, task_id: str, redact: Callable[[str], str]) -> Plann
         planner_task_id=redact(result.planner_task_id),
         model=None if result.model is None else redact(result.model),
         response_id=None if result.response_id is None else redact(result.response_id),
+        details=_remote_details(result.details, redact),
     )
 
 
-def _error(body: object, task_id: str, redact: Callable[[str], str]) -> AgentError:
-    from sandboxed_coding_agent.core.serialization import structure
+def _remote_details(details: object, redact: Callable[[str], str]) -> dict[str, Any]:
+    """The remote planner's details of its call, for the record of this one (``agent
+    logs``), with the key blanked: the remote side's text is never trusted to lack it."""
+    if not isinstance(details, dict):
+        return {}
+    try:
+        text = json.dumps(details, ensure_ascii=False)
+        data = json.loads(redact(text))
+    except (TypeError, ValueError, RecursionError):
+        return {}
+    return {"remote": data} if isinstance(data, dict) else {}
 
+
+def _error(body: object, task_id: str, redact: Callable[[str], str]) -> AgentError:
     if not isinstance(body, dict):
         return ProviderError("the remote planner failed without a message", planner_task_id=task_id)
+    error = _remote_error(body, task_id, redact)
+    error.details = _remote_details(body.get("details"), redact)
+    return error
+
+
+def _remote_error(body: dict[str, Any], task_id: str, redact: Callable[[str], str]) -> AgentError:
+    from sandboxed_coding_agent.core.serialization import structure
+
     kind, message = body.get("kind"), redact(str(body.get("message", "")))
     if kind == "policy":
         try:

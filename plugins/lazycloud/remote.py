@@ -21,7 +21,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
@@ -126,7 +126,7 @@ def translated(
     :param remote_error: the kind for a remote failure (``ProviderError``, ``SandboxError``).
     :param doing: what was being done, for the message ("creating the sandbox").
     """
-    ids = {"planner_task_id": planner_task_id, "sandbox_id": sandbox_id}
+    ids: dict[str, Any] = {"planner_task_id": planner_task_id, "sandbox_id": sandbox_id}
     try:
         yield
     except AgentError:

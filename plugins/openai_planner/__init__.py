@@ -25,13 +25,15 @@ How it meets the ordinary ways real providers fail:
 * The plan JSON wrapped in a Markdown fence or in prose is taken when the
   answer holds exactly one JSON object; otherwise it is a provider error.
 
-Every call writes a record (:mod:`sandboxed_coding_agent.core.records`) that
-``agent logs PLANNER_TASK_ID`` prints.
+The agent records every call (:mod:`sandboxed_coding_agent.core.records`) for
+``agent logs PLANNER_TASK_ID``; this planner adds the request it sent, each
+attempt's status and timing, and an excerpt of the answer, as the details of its
+result or error.
 
 The parts: :mod:`.settings` reads and checks the environment (and is the doctor
 check), :mod:`.prompt` builds the request, :mod:`.transport` sends it and
 retries, :mod:`.answer` reads the completion and the plan in it, and
-:mod:`.call` keeps the call's record and keeps the key out of everything shown.
+:mod:`.call` keeps the call's details and keeps the key out of everything shown.
 """
 
 from __future__ import annotations
@@ -39,19 +41,12 @@ from __future__ import annotations
 import os
 import random
 import time
-import warnings
 from collections.abc import Callable, Mapping
 
 import attrs
 
 from sandboxed_coding_agent.core import contract, records
-from sandboxed_coding_agent.core.errors import (
-    AgentError,
-    AgentWarning,
-    PlanRejected,
-    ProviderError,
-    UsageError,
-)
+from sandboxed_coding_agent.core.errors import AgentError, PlanRejected, UsageError
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import PlannerResult, PlanRequest
 from sandboxed_coding_agent.core.protocols import Check, Planner
@@ -102,7 +97,7 @@ _ANSWER_HOLDS_KEY = (
 class OpenAICompatiblePlanner:
     """Asks an OpenAI-compatible chat completions endpoint for one plan.
 
-    :ivar environ: where the provider settings are read and records are written.
+    :ivar environ: where the provider settings are read.
     :ivar backoff: how long to wait between attempts.
     :ivar sleep: how to wait (tests pass one that only notes the wait).
     :ivar draw: the random source of the backoff's jitter.
@@ -121,41 +116,11 @@ class OpenAICompatiblePlanner:
         call = PlannerCall(settings_from_environment(self.environ), request.options, self.name)
         try:
             result = self._plan(call, request)
-        except ProviderError as error:
-            call.outcome, call.error_message = "provider-error", error.message
-            raise
-        except PlanRejected as error:
-            call.outcome, call.error_message = "plan-rejected", error.message
-            raise
         except AgentError as error:
-            call.outcome, call.error_message = f"{error.kind}-error", error.message
+            # The agent records the call (agent logs); these are this planner's part of it.
+            error.details = call.details()
             raise
-        except Exception as error:
-            call.outcome = "internal-error"
-            call.error_message = call.redact(f"{type(error).__name__}: {error}")
-            raise
-        else:
-            call.outcome = "ok"
-            return result
-        finally:
-            self._save(call)
-
-    def _save(self, call: PlannerCall) -> None:
-        record = call.record()
-        if record is None:
-            return
-        # The record helps investigate; failing to keep it must not fail the run itself.
-        try:
-            records.write_record(record, self.environ)
-        except (OSError, ValueError) as error:
-            reason = getattr(error, "strerror", None) or str(error)
-            warnings.warn(
-                f"the record of planner task {call.task_id} could not be kept in "
-                f"{records.runs_directory(self.environ)} ({reason}); "
-                "`agent logs` will not find it",
-                AgentWarning,
-                stacklevel=2,
-            )
+        return attrs.evolve(result, details=call.details())
 
     def _plan(self, call: PlannerCall, request: PlanRequest) -> PlannerResult:
         _refuse_to_send_the_key(call, request)

@@ -1,11 +1,11 @@
-"""One planner call: its task ID, its attempts, its record, and the key kept out of all of them."""
+"""One planner call: its task ID, its attempts, its details, and the key kept out of all of them."""
 
 from __future__ import annotations
 
 import json
 import time
 import uuid
-from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import quote
 
 import attrs
@@ -33,7 +33,7 @@ def new_planner_task_id() -> str:
 
 
 class PlannerCall:
-    """One planner call: its task ID, its attempts, and how its errors and record read.
+    """One planner call: its task ID, its attempts, and how its errors and details read.
 
     Everything the user sees about the call goes through :meth:`redact`, so a
     provider that echoes the key back cannot make us show it.
@@ -44,12 +44,9 @@ class PlannerCall:
         self.options = options
         self.planner = planner
         self.task_id = new_planner_task_id()
-        self.started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         self.started = time.monotonic()
         self.attempts: list[records.ProviderAttempt] = []
         self.request_info: records.ProviderRequestInfo | None = None
-        self.outcome = "interrupted"
-        self.error_message: str | None = None
         self.excerpt: str | None = None
         self.finish_reason: str | None = None
         self.response_id: str | None = None
@@ -117,22 +114,11 @@ class PlannerCall:
     def seconds(self) -> float:
         return round(time.monotonic() - self.started, 3)
 
-    def record(self) -> records.PlannerRecord | None:
-        """What ``agent logs`` shows, or ``None`` if the call never got as far as a request."""
-        if self.request_info is None:
-            return None
-        return records.PlannerRecord(
-            planner_task_id=self.task_id,
-            planner=self.planner,
-            started_at=self.started_at,
+    def details(self) -> dict[str, Any]:
+        """What ``agent logs`` shows of the call: the request, each attempt, the answer's start."""
+        return records.provider_details(
             request=self.request_info,
-            attempts=tuple(self.attempts),
-            outcome=self.outcome,
-            duration_seconds=self.seconds,
-            error=self.error_message,
-            response_id=self.response_id,
-            model=self.model,
-            usage=self.usage,
+            attempts=self.attempts,
             finish_reason=self.finish_reason,
             response_excerpt=self.excerpt,
         )
