@@ -33,6 +33,15 @@ NoPolicyOption = Annotated[
         "The patch contract cannot be switched off.",
     ),
 ]
+PolicyParamOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--policy-param",
+        metavar="NAME.KEY=VALUE",
+        help="Give policy NAME the parameter KEY, over the seed's, and switch the policy on "
+        '(repeatable; see `agent policies list`). VALUE is TOML: 40, true, "text", ["a", "b"].',
+    ),
+]
 
 
 def group(help_text: str) -> typer.Typer:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from .options import DebugOption, JsonOption, group
 from .terminal import echo, load_plugins, print_json, reporting
 
@@ -10,18 +13,35 @@ app = group("Policies that check plans before a sandbox.")
 
 @app.command("list")
 def policies_list(as_json: JsonOption = False, debug: DebugOption = False) -> None:
-    """List policies: name, when they run (always, on or off by default), plugin."""
+    """List policies: name, when they run (always, on or off by default), plugin, parameters."""
+    from ..plugins import declared_parameters
+
     with reporting(as_json, debug):
         host = load_plugins()
-        rows = [
-            {
-                "name": name,
-                "activation": registered.item.activation,
-                "plugin": registered.plugin,
-                "description": registered.item.description,
-            }
-            for name, registered in host.policies.items()
-        ]
+        rows = []
+        for name, registered in host.policies.items():
+            declared = declared_parameters(registered.item)
+            rows.append(
+                {
+                    "name": name,
+                    "activation": registered.item.activation,
+                    "plugin": registered.plugin,
+                    "description": registered.item.description,
+                    # None: the policy does not declare them (its configure checks them).
+                    "parameters": None
+                    if declared is None
+                    else [
+                        {
+                            "name": parameter.name,
+                            "type": parameter.type,
+                            "default": _jsonable(parameter.default),
+                            "required": parameter.required,
+                            "description": parameter.description,
+                        }
+                        for parameter in declared
+                    ],
+                }
+            )
         if as_json:
             print_json(rows, indent=2)
             return
@@ -29,3 +49,28 @@ def policies_list(as_json: JsonOption = False, debug: DebugOption = False) -> No
         for row in rows:
             echo(f"{row['name']}  ({when[row['activation']]}; {host.describe(row['plugin'])})")
             echo(f"  {row['description']}")
+            if row["parameters"]:
+                echo(f"  parameters (--policy-param {row['name']}.KEY=VALUE):")
+                _print_parameters(row["parameters"])
+
+
+def _jsonable(value: object) -> Any:
+    """A declared default as JSON data (a TOML date or time as its text)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _print_parameters(parameters: list[dict[str, Any]]) -> None:
+    name_width = max(len(p["name"]) for p in parameters)
+    type_width = max(len(p["type"]) for p in parameters)
+    for parameter in parameters:
+        notes = []
+        if parameter["required"]:
+            notes.append("required")
+        elif parameter["default"] is not None:
+            default = json.dumps(parameter["default"], ensure_ascii=False, default=str)
+            notes.append(f"default {default}")
+        note = f" ({'; '.join(notes)})" if notes else ""
+        echo(
+            f"    {parameter['name']:<{name_width}}  {parameter['type']:<{type_width}}  "
+            f"{parameter['description']}{note}"
+        )

@@ -17,7 +17,14 @@ from ..model import (
     MAX_JOBS,
     PlannerOptions,
 )
-from .options import DebugOption, JsonOption, NoPolicyOption, PolicyOption, SeedOption
+from .options import (
+    DebugOption,
+    JsonOption,
+    NoPolicyOption,
+    PolicyOption,
+    PolicyParamOption,
+    SeedOption,
+)
 from .terminal import echo, has_record, load_plugins, print_json, reporting, say
 
 if TYPE_CHECKING:
@@ -175,11 +182,12 @@ def run(
     ] = None,
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = None,
+    policy_param: PolicyParamOption = None,
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Plan a change to a seed project and test it in a sandbox."""
-    from .. import contract, run_records
+    from .. import contract, policy_parameters, run_records
     from ..serialization import to_jsonable
 
     with reporting(as_json, debug):
@@ -190,6 +198,7 @@ def run(
                 "the PROMPT is not valid UTF-8 text (check the terminal's or the script's "
                 "encoding); it was not sent"
             )
+        parameters = policy_parameters.parse_assignments(policy_param or ())
         host = load_plugins()
         seed_project = host.seed(seed)
         test_runner = host.runner(runner)
@@ -200,7 +209,10 @@ def run(
             plugins=host.plugin_infos(),
             runner=test_runner,
             policies=host.policies_for(
-                seed_project, switch_on=policy or (), switch_off=no_policy or ()
+                seed_project,
+                switch_on=policy or (),
+                switch_off=no_policy or (),
+                parameters=parameters,
             ),
             planner=chosen_planner,
             plan=given_plan,

@@ -8,7 +8,14 @@ from typing import Annotated
 import typer
 
 from ..errors import EXIT_CODES, EXIT_TESTS_PASSED, PlanRejected, Rejection, UsageError
-from .options import DebugOption, JsonOption, NoPolicyOption, PolicyOption, SeedOption
+from .options import (
+    DebugOption,
+    JsonOption,
+    NoPolicyOption,
+    PolicyOption,
+    PolicyParamOption,
+    SeedOption,
+)
 from .terminal import echo, load_plugins, print_json, reporting
 
 
@@ -17,20 +24,25 @@ def validate(
     seed: SeedOption = "calculator",
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = None,
+    policy_param: PolicyParamOption = None,
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Check plan files against a seed's policies without running anything."""
-    from .. import orchestrator
+    from .. import orchestrator, policy_parameters
     from ..serialization import to_jsonable
     from .run import read_plan_file
 
     all_ok = True
     with reporting(as_json, debug):
+        parameters = policy_parameters.parse_assignments(policy_param or ())
         host = load_plugins()
         seed_project = host.seed(seed)
         policies = host.policies_for(
-            seed_project, switch_on=policy or (), switch_off=no_policy or ()
+            seed_project,
+            switch_on=policy or (),
+            switch_off=no_policy or (),
+            parameters=parameters,
         )
         for path in plans:
             try:
