@@ -299,6 +299,60 @@ class Runner(Protocol):
         description and documentation, since a seed may then pass there and
         fail elsewhere.
 
+        What the built-in runners do, and what every runner must do, so that a
+        seed passes or fails alike on each:
+
+        * **The interpreter.** A test command whose first word is ``python`` or
+          ``python3`` runs the runtime's interpreter: with ``job.runtime``, the
+          environment's ``python``; without, the agent's own interpreter (the
+          local runner) or the image's Python of the agent's version (LazyCloud).
+          Any other first word is looked up on ``PATH``. Seeds write ``python``,
+          never a path.
+        * **The environment.** Start the test with a cleared environment: no
+          variable of the caller (never a key), only ``PATH``, ``HOME`` (a
+          writable scratch folder), ``LANG=C.UTF-8`` and
+          ``PYTHONDONTWRITEBYTECODE=1``. ``PATH`` is the runtime's ``bin``
+          folder (its scripts, ``pytest`` say), or the interpreter's folder
+          without a runtime, then ``/usr/local/bin:/usr/bin:/bin``.
+        * **The folder.** The test runs in a writable folder holding exactly
+          ``job.files`` (with the replacement applied; the local runner uses
+          ``/workspace``, LazyCloud ``/workspace/seed``); nothing there survives
+          the sandbox.
+        * **A timeout.** When the test runs past ``job.limits.test_timeout_seconds``,
+          kill it and everything it started, and return ``exit_code=None``,
+          ``timed_out=True`` and ``limit_hit="timeout"``, with the output it had
+          written so far. A test stopped at another limit the runner can tell
+          (``"output"``, ``"memory"``, ``"processes"``, ``"cpu"``,
+          ``"file-size"``, ``"disk"``: see
+          :data:`~sandboxed_coding_agent.core.model.LIMITS`) has that
+          ``limit_hit`` and ``timed_out=False``; ``exit_code`` is the process's
+          code, or ``None`` when it was killed (the local runner also gives
+          ``None`` for an output flood, which it stops). A test that ends on
+          its own with a code other than 0 has that code and ``limit_hit=None``,
+          unless the runner knows a limit caused it.
+        * **The output.** ``output`` is stdout and stderr together, as text
+          (bytes that are not UTF-8 replaced), at most
+          ``job.limits.max_output_bytes`` of it: collect it with
+          :class:`~sandboxed_coding_agent.core.output.BoundedOutput`, which keeps
+          the first three quarters and the last quarter of the bound and marks
+          the cut on a line of its own, ``[output truncated: N bytes in all;
+          kept the first H and the last T]``, and set ``output_truncated``. A
+          backend that cut the output itself says so on a last line (LazyCloud:
+          ``[output truncated by LazyCloud]``).
+        * **The sandbox ID.** Each sandbox gets a new ID, unique across runs:
+          up to 128 letters, digits, ``-`` and ``_``, starting with a short
+          prefix naming the runner (the local runner's ``sbx-`` and 16
+          hexadecimal digits), or the backend's own ID when it has one
+          (LazyCloud's), so that a user can find the sandbox in the backend's
+          logs. It is in the outcome and in every ``SandboxError`` about that
+          sandbox.
+        * **A runtime.** A runner on this machine prepares ``job.runtime`` with
+          :func:`~sandboxed_coding_agent.core.seed_runtime.prepare_runtime`
+          (in ``prepare``, see :class:`PreparingRunner`, and again here, where it
+          is found ready) and gives the sandbox its folders read-only, at the
+          same path; a remote runner builds an image with the runtime's Python
+          and requirements.
+
         :param job: the files with the replacement applied, the test command,
             the limits and the runtime the test needs.
         :returns: the outcome: a test that fails, times out or hits a limit is

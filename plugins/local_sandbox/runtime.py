@@ -1,82 +1,33 @@
-"""Seed runtimes: a virtual environment per Python version and requirements, made once with uv.
-
-A runtime is prepared on the host before any sandbox starts, with network (uv
-downloads what its cache lacks), in an environment holding only what an
-installer needs (paths, locale, certificates, proxies, ``UV_*`` settings):
-never the caller's other variables, the provider's key among them. It is
-cached under ``$XDG_CACHE_HOME/sandboxed-coding-agent/runtimes/<key>`` (by
-default ``~/.cache/...``), where the key is a hash of the Python and the
-requirements, and bound read-only into every sandbox that needs it, at the same
-path, so its scripts' ``#!`` lines work there. A lock file keeps two agents from
-building the same runtime at once, and a record written last, beside the
-environment (``<key>.json``) since a package may put any file inside it, tells a
-finished runtime from one whose build was interrupted.
-
-The requirements come from the seed, which may be a folder someone downloaded,
-and whoever published a package chose its content. So nothing of the packages
-runs on the host: uv installs wheels only (building a source distribution
-would run its build backend), the environment's interpreter is asked where it
-lives before anything is installed, and bytecode is compiled by the base
-interpreter without its ``site`` (a ``.pth`` file runs whenever ``site`` reads
-it). uv runs in the cache folder, so the configuration it discovers from the
-current folder (a downloaded seed's ``uv.toml`` or ``pyproject.toml``, which
-could name another index or install somewhere else) is never the seed's.
-"""
+"""Seed runtimes for the local sandbox: :mod:`sandboxed_coding_agent.core.seed_runtime`
+builds them; this says which folders a sandbox needs of one."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
-import json
 import os
-import shutil
-import subprocess
-import sys
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 
-from sandboxed_coding_agent.core.errors import SandboxError
+from sandboxed_coding_agent.core import seed_runtime
 from sandboxed_coding_agent.core.model import SeedRuntime
+from sandboxed_coding_agent.core.seed_runtime import (
+    cache_root,
+    installer_environment,
+    python_spec,
+    runtime_key,
+)
 
 from .bwrap import installation_folders
 
-Progress = Callable[[str], None]
-CACHE_FOLDER = Path("sandboxed-coding-agent", "runtimes")
-#: How runtimes are built; part of the key, so a runtime built another way is never reused.
-RECIPE = 2
-UV_TIMEOUT_SECONDS = 900
-
-#: What uv may see of the caller's environment; everything else stays out.
-_INSTALLER_VARIABLES = frozenset(
-    {
-        "PATH",
-        "HOME",
-        "USER",
-        "LOGNAME",
-        "LANG",
-        "LC_ALL",
-        "LC_CTYPE",
-        "TMPDIR",
-        "XDG_CACHE_HOME",
-        "XDG_CONFIG_HOME",
-        "XDG_DATA_HOME",
-        "SSL_CERT_FILE",
-        "SSL_CERT_DIR",
-        "REQUESTS_CA_BUNDLE",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "NO_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-        "no_proxy",
-    }
-)
+__all__ = [
+    "LocalRuntime",
+    "cache_root",
+    "installer_environment",
+    "prepare_runtime",
+    "python_spec",
+    "runtime_key",
+]
 
 
 def _silent(_: str) -> None:
@@ -84,207 +35,36 @@ def _silent(_: str) -> None:
 
 
 @attrs.frozen
-class PreparedRuntime:
-    """A finished runtime on this machine.
+class LocalRuntime:
+    """A prepared runtime as the sandbox binds it.
 
     :ivar root: the virtual environment.
     :ivar python: its interpreter, which a leading ``python`` in a test command means.
-    :ivar read_only: the folders the sandbox needs: the environment and its base Python.
+    :ivar bin_dir: its scripts, first on the test's ``PATH``.
+    :ivar read_only: the folders the sandbox needs: the environment and what its
+        interpreter needs of its installation.
     """
 
     root: Path
     python: str
+    bin_dir: str
     read_only: tuple[str, ...]
 
-    @property
-    def bin_dir(self) -> str:
-        return str(self.root / "bin")
 
+def prepare_runtime(
+    runtime: SeedRuntime, progress: Callable[[str], None] = _silent
+) -> LocalRuntime:
+    """The runtime's environment, built with uv the first time (see
+    :func:`~sandboxed_coding_agent.core.seed_runtime.prepare_runtime`), and its folders.
 
-def cache_root(environ: Mapping[str, str] = os.environ) -> Path:
-    """Where runtimes are kept, following the XDG base directory rules."""
-    base = environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(base):
-        base = str(Path.home() / ".cache")
-    return Path(base) / CACHE_FOLDER
-
-
-def python_spec(runtime: SeedRuntime) -> str:
-    """What uv is asked for: the version, or the agent's own interpreter when none is given."""
-    return runtime.python or os.path.realpath(sys.executable)
-
-
-def runtime_key(runtime: SeedRuntime) -> str:
-    data = json.dumps(
-        {
-            "python": python_spec(runtime),
-            "requirements": runtime.requirements,
-            "machine": f"{sys.platform}-{os.uname().machine}",
-            "recipe": RECIPE,
-        }
+    :raises SandboxError: uv is missing or fails.
+    """
+    prepared = seed_runtime.prepare_runtime(runtime, progress)
+    real = os.path.realpath(prepared.python)
+    needed = installation_folders(real, prepared.base_prefixes)
+    return LocalRuntime(
+        root=prepared.root,
+        python=prepared.python,
+        bin_dir=prepared.bin_dir,
+        read_only=tuple(sorted({str(prepared.root), *needed})),
     )
-    return hashlib.sha256(data.encode()).hexdigest()[:24]
-
-
-def uv_executable() -> str | None:
-    return shutil.which("uv")
-
-
-def installer_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The caller's environment cut down to what an installer needs; never a provider variable."""
-    return {
-        name: value
-        for name, value in environ.items()
-        if (name in _INSTALLER_VARIABLES or name.startswith("UV_")) and "CODING_AGENT" not in name
-    }
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _record(root: Path) -> Path:
-    """Where the agent records that the runtime at ``root`` is ready: outside it."""
-    return root.with_name(f"{root.name}.json")
-
-
-def _load(root: Path) -> PreparedRuntime | None:
-    try:
-        data = json.loads(_record(root).read_text())
-        return PreparedRuntime(root, data["python"], tuple(data["read_only"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _uv(uv: str, arguments: list[str], progress: Progress, *, cwd: Path) -> None:
-    """Run uv in ``cwd``, each line it prints going to ``progress``; if it fails, raise with its
-    last lines."""
-    last: deque[str] = deque(maxlen=8)
-    try:
-        process = subprocess.Popen(
-            [uv, *arguments],
-            cwd=cwd,
-            env=installer_environment(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-        )
-    except OSError as error:
-        raise SandboxError(f"could not run uv to prepare the seed runtime: {error}") from None
-    assert process.stdout is not None
-    try:
-        for line in process.stdout:
-            if line.strip():
-                last.append(line.rstrip())
-                progress(f"  uv: {line.rstrip()}")
-        process.wait(timeout=UV_TIMEOUT_SECONDS)
-    except BaseException:  # Ctrl-C, SIGTERM, timeout: uv must not go on alone
-        process.kill()
-        process.wait()
-        raise
-    finally:
-        process.stdout.close()
-    if process.returncode != 0:
-        raise SandboxError(
-            f"could not prepare the seed runtime: `uv {arguments[0]} {arguments[1]}` failed: "
-            + " / ".join(last)
-        )
-
-
-def _folders_of(python: Path) -> tuple[str, ...]:
-    """The folders a venv's interpreter needs: the venv and what it needs of its installation.
-
-    Ask before anything is installed in the venv, and without ``site``: then no
-    package's code runs here.
-    """
-    probe = "import json, sys; print(json.dumps([sys.base_prefix, sys.base_exec_prefix]))"
-    done = subprocess.run(
-        [str(python), "-I", "-S", "-c", probe],
-        env={},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SandboxError(f"the prepared runtime's Python does not start: {done.stderr.strip()}")
-    prefixes = json.loads(done.stdout)
-    real = os.path.realpath(python)
-    return tuple(sorted({str(python.parent.parent), *installation_folders(real, prefixes)}))
-
-
-def _compile(interpreter: str, root: Path) -> None:
-    """Compile the venv's modules ahead, since the sandbox sees them read-only.
-
-    ``interpreter`` is the base interpreter, found before anything was installed;
-    it runs without ``site``, so compiling reads the files and imports none of
-    them. A module that does not compile is left to fail where it is imported.
-    """
-    try:
-        subprocess.run(
-            [interpreter, "-I", "-S", "-m", "compileall", "-q", str(root / "lib")],
-            env={},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=UV_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise SandboxError("compiling the seed runtime's modules took too long") from None
-
-
-def prepare_runtime(runtime: SeedRuntime, progress: Progress = _silent) -> PreparedRuntime:
-    """The runtime's environment, built with uv the first time and reused after.
-
-    :raises SandboxError: uv is missing or fails (the message carries its last lines).
-    """
-    root = cache_root() / runtime_key(runtime)
-    found = _load(root)
-    if found is not None:
-        return found
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(root.parent / f"{root.name}.lock"):
-        found = _load(root)  # another agent may have built it while this one waited
-        if found is not None:
-            return found
-        uv = uv_executable()
-        if uv is None:
-            raise SandboxError(
-                "the seed declares a runtime, and preparing it needs uv, which is not on PATH: "
-                "install it (https://docs.astral.sh/uv/), then check with `agent doctor`"
-            )
-        _record(root).unlink(missing_ok=True)  # one that does not load: no agent may use it
-        shutil.rmtree(root, ignore_errors=True)  # what an interrupted build left
-        wanted = ", ".join(runtime.requirements) or "no requirements"
-        progress(
-            f"preparing the seed runtime (Python {runtime.python or 'as the agent'}; {wanted}) "
-            f"in {root}; later runs reuse it"
-        )
-        try:
-            venv = ["venv", "--no-project", "--python", python_spec(runtime), str(root)]
-            _uv(uv, venv, progress, cwd=root.parent)
-            python = root / "bin" / "python"
-            interpreter = os.path.realpath(python)
-            prepared = PreparedRuntime(root, str(python), _folders_of(python))
-            if runtime.requirements:
-                install = ["pip", "install", "--python", str(python), "--no-build"]
-                _uv(uv, [*install, "--", *runtime.requirements], progress, cwd=root.parent)
-                _compile(interpreter, root)
-            record = {"python": prepared.python, "read_only": list(prepared.read_only)}
-            partial = _record(root).with_suffix(".partial")
-            partial.write_text(json.dumps(record))
-            partial.replace(_record(root))
-        except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
-            raise
-        progress("the seed runtime is ready")
-        return prepared
