@@ -155,3 +155,15 @@ def test_quick_start_page_is_the_readmes_own_text(site: Path) -> None:
     ):
         assert line in readme
         assert line in re.sub(r"<[^>]+>", "", quick_start)
+
+
+def test_site_has_search_a_dark_mode_switch_copy_buttons_and_tabs(site: Path) -> None:
+    assert (site / "search" / "search_index.json").stat().st_size > 10_000
+    overview = (site / "index.html").read_text()
+    assert 'data-md-color-scheme="default"' in overview
+    assert 'data-md-color-scheme="slate"' in overview
+    assert 'aria-label="Dark mode"' in overview
+    features = re.search(r'"features": *\[([^]]*)\]', overview)
+    assert features is not None
+    assert '"content.code.copy"' in features[1]
+    assert '"navigation.tabs"' in features[1]
