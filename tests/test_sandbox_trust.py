@@ -28,7 +28,7 @@ from test_sandbox_isolation import hostile, probe_line
 
 from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome, SeedLimits
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
-from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox, cgroups, launch
+from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox, cgroups, start
 from sandboxed_coding_agent.plugins.local_sandbox.user import ENVIRONMENT, FRESH_RANGE
 
 ROOT = os.geteuid() == 0
@@ -267,7 +267,7 @@ def test_the_interpreter_under_a_closed_folder_is_reached_without_revealing_the_
         (
             p
             for p in Path(sys.executable).resolve().parents
-            if p != Path("/") and not launch.may_pass(str(p), 65534, 65534)
+            if p != Path("/") and not start.may_pass(str(p), 65534, 65534)
         ),
         None,
     )
@@ -296,13 +296,13 @@ def test_closed_ancestor_is_the_highest_folder_the_user_cannot_pass(tmp_path: Pa
     (top / "closed" / "inner" / "closed-too").chmod(0o077)
     (top / "closed").chmod(0o077)
     try:
-        assert launch.closed_ancestor(str(deep), uid, other_gid) == str(top / "closed")
-        assert launch.closed_ancestor(str(top / "closed"), uid, other_gid) is None
-        assert not launch.may_pass(str(top / "closed"), uid, other_gid)
-        assert launch.may_pass(str(top / "closed"), uid + 1, other_gid)  # others may
+        assert start.closed_ancestor(str(deep), uid, other_gid) == str(top / "closed")
+        assert start.closed_ancestor(str(top / "closed"), uid, other_gid) is None
+        assert not start.may_pass(str(top / "closed"), uid, other_gid)
+        assert start.may_pass(str(top / "closed"), uid + 1, other_gid)  # others may
         (top / "closed").chmod(0o707)
-        assert launch.may_pass(str(top / "closed"), uid, other_gid)
-        assert not launch.may_pass(str(top / "closed"), uid + 1, os.getgid())  # the group may not
+        assert start.may_pass(str(top / "closed"), uid, other_gid)
+        assert not start.may_pass(str(top / "closed"), uid + 1, os.getgid())  # the group may not
     finally:
         (top / "closed").chmod(0o755)
         (top / "closed" / "inner" / "closed-too").chmod(0o755)

@@ -2,10 +2,11 @@
 
 A run goes: prepare the seed's runtime if it has one (see :mod:`.runtime`); make
 the sandbox's control groups (where the machine allows it); hand the seed files
-over in memory; start ``launch.py``, which joins the groups, lowers the rlimits,
-drops to an unprivileged user if the caller is root (see :mod:`.user`) and
-becomes ``bwrap``; collect the output within bounds; kill whatever is left;
-remove the groups. Nothing is written to the host's disk: the workspace is a
+over in memory; start the sandbox's first process, held at a gate until it is
+in the groups and under the rlimits, which then drops to an unprivileged user if
+the caller is root (see :mod:`.user`) and becomes ``bwrap`` (the launch
+sequence is in :mod:`.start`); collect the output within bounds; kill whatever
+is left; remove the groups. Nothing is written to the host's disk: the workspace is a
 tmpfs inside the sandbox and disappears with it.
 
 See :mod:`.bwrap` for what the sandbox sees and :mod:`.limits` for how each
@@ -15,10 +16,8 @@ limit is enforced and reported.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import resource
-import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -46,6 +45,7 @@ from .limits import limit_hit, rlimits
 from .process import BoundedOutput, run_sandbox
 from .runtime import prepare_runtime
 from .seccomp import keyring_filter
+from .start import Launch
 from .user import bwrap_folders, sandbox_user
 
 __all__ = [
@@ -55,8 +55,6 @@ __all__ = [
     "new_sandbox_id",
     "user_namespaces_problem",
 ]
-
-LAUNCHER = Path(__file__).with_name("launch.py")
 
 
 def new_sandbox_id() -> str:
@@ -183,21 +181,21 @@ class LocalSandbox:
                 hide=hide,
                 seccomp_fd=seccomp_fd,
             )
-            config = {
-                "cgroups": groups.procs_files,
-                "rlimits": rlimits(
+            launch = Launch(
+                groups=groups,
+                rlimits=rlimits(
                     job,
                     pids_group="pids" in groups.groups,
                     uid=os.getuid() if user is None else user.uid,
                 ),
-                "user": None if user is None else [user.uid, user.gid],
+                user=user,
                 # What the sandbox user must reach to start bwrap and bind the interpreter.
-                "expose": [] if user is None else [*read_only, *bin_dirs, *bwrap_folders(bwrap)],
-            }
-            launcher = [sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(config), "--"]
+                expose=[] if user is None else [*read_only, *bin_dirs, *bwrap_folders(bwrap)],
+            )
             try:
                 finished = run_sandbox(
-                    [*launcher, *argv],
+                    argv,
+                    launch=launch,
                     status_pipe=status,
                     pass_fds=[fd for fd, _ in files] + ([] if seccomp_fd is None else [seccomp_fd]),
                     timeout=job.limits.test_timeout_seconds,

@@ -340,8 +340,35 @@ class SandboxGroups:
 
     @property
     def procs_files(self) -> list[str]:
-        """The files the sandbox's first process writes its PID to, to join every group."""
+        """The files a PID is written to, to move that process into every group."""
         return [str(group / "cgroup.procs") for group in self._distinct()]
+
+    def place(self, pid: int) -> None:
+        """Move the process ``pid`` into every group, and check that it is in all of them.
+
+        :raises OSError: it could not be moved, or is not where it was put (it is gone).
+        """
+        for procs in self.procs_files:
+            _write(Path(procs), str(pid))
+        if not self.holds(pid):
+            raise OSError(f"process {pid} is not in every control group of the sandbox")
+
+    def holds(self, pid: int) -> bool:
+        """Whether ``pid`` is in every one of these groups, from its own ``/proc`` entry."""
+        try:
+            lines = (self._roots.proc / str(pid) / "cgroup").read_text().splitlines()
+        except OSError:
+            return False
+        # Its group per v1 controller, and "" for the v2 hierarchy.
+        paths: dict[str, str] = {}
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                paths[controller] = path
+        return all(
+            paths.get(name if self._versions[name] == 1 else "", "").endswith("/" + group.name)
+            for name, group in self.groups.items()
+        )
 
     def _distinct(self) -> list[Path]:
         return list(dict.fromkeys(self.groups.values()))

@@ -29,6 +29,8 @@ import attrs
 # Kept here under its old name too: the local sandbox's modules import it from this one.
 from sandboxed_coding_agent.core.output import BoundedOutput as BoundedOutput
 
+from .start import Launch, started
+
 
 @attrs.frozen
 class Finished:
@@ -180,6 +182,7 @@ def _exited_within(
 def run_sandbox(
     argv: Sequence[str],
     *,
+    launch: Launch,
     status_pipe: tuple[int, int],
     pass_fds: Sequence[int],
     timeout: float,
@@ -189,32 +192,43 @@ def run_sandbox(
 ) -> Finished:
     """Run ``argv`` (which starts bwrap) and return once every process of it is dead.
 
-    ``status_pipe`` is the (read, write) pair whose write end the argv names in
-    ``--json-status-fd``; both ends are closed here. Setting ``stop`` kills the
-    sandbox as a timeout would, except that it does not count as one.
+    It is started by the launch sequence of :mod:`.start`, which puts it in its
+    groups and limits first (``launch``). ``status_pipe`` is the (read, write)
+    pair whose write end the argv names in ``--json-status-fd``; both ends are
+    closed here. Setting ``stop`` kills the sandbox as a timeout would, except
+    that it does not count as one.
 
     :raises OSError: the process could not be started at all.
+    :raises SandboxError: it could not be put in its groups or limits.
     """
     status: dict[str, int] = {}
     read_fd, status_fd = status_pipe
     read_end = os.fdopen(read_fd, "rb")
     try:
-        process = subprocess.Popen(
-            list(argv),
-            # bwrap's own init stays visible inside as PID 1: give it nothing to leak.
-            env={},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            pass_fds=(status_fd, *pass_fds),
-            start_new_session=True,
-        )
-    except OSError:
-        read_end.close()
-        raise
+        with started(argv, launch, pass_fds=(status_fd, *pass_fds)) as process:
+            os.close(status_fd)  # bwrap holds it now: the status ends when bwrap does
+            status_fd = -1
+            finished = _monitor(
+                process, read_end, status, timeout, max_output_bytes, output_stop_bytes, stop
+            )
     finally:
-        os.close(status_fd)
-    started = time.monotonic()
+        if status_fd != -1:
+            os.close(status_fd)
+        read_end.close()
+    return finished
+
+
+def _monitor(
+    process: subprocess.Popen[bytes],
+    read_end: IO[bytes],
+    status: dict[str, int],
+    timeout: float,
+    max_output_bytes: int,
+    output_stop_bytes: int,
+    stop: threading.Event | None,
+) -> Finished:
+    """Collect the output of the released sandbox until it exits or must stop; kill it whole."""
+    started_at = time.monotonic()
     sandbox = _Sandbox(process, status)
     output = BoundedOutput(max_output_bytes, stop_after=output_stop_bytes, on_flood=sandbox.kill)
     assert process.stdout is not None
@@ -235,11 +249,10 @@ def run_sandbox(
         for reader in readers:
             reader.join(timeout=5)
         process.stdout.close()
-        read_end.close()
     return Finished(
         status=dict(status),
         output=output,
         returncode=process.returncode,
         timed_out=timed_out,
-        duration_seconds=round(time.monotonic() - started, 3),
+        duration_seconds=round(time.monotonic() - started_at, 3),
     )
