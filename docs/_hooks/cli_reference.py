@@ -104,8 +104,9 @@ def _row(param: Any, context: Any, name: str) -> list[str]:
 
 
 def _option_names(param: Any) -> str:
-    names = [*param.opts, *param.secondary_opts]
-    shown = " / ".join(f"`{name}`" for name in names)
+    shown = ", ".join(f"`{name}`" for name in param.opts)
+    if param.secondary_opts:  # a --flag / --no-flag pair
+        shown += " / " + ", ".join(f"`{name}`" for name in param.secondary_opts)
     if not param.is_flag and param.metavar:
         shown += f" `{param.metavar}`"
     return shown
