@@ -343,10 +343,10 @@ class PluginHost:
         return f"{kind} {self.describe(plugin)}"
 
     def planner(self, name: str) -> Planner:
-        return _pick(self.planners, name, "planner", "agent plugins list").item
+        return _pick(self.planners, name, "planner", "agent planners list").item
 
     def runner(self, name: str) -> Runner:
-        return _pick(self.runners, name, "runner", "agent plugins list").item
+        return _pick(self.runners, name, "runner", "agent runners list").item
 
     def policy(self, name: str) -> PatchPolicy:
         return _pick(self.policies, name, "policy", "agent policies list").item

@@ -51,6 +51,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "seeds": ("seeds", "app", "Seed projects a run can use."),
     "plugins": ("plugins", "app", "Installed plugins."),
     "policies": ("policies", "app", "Policies that check plans before a sandbox."),
+    "planners": ("planners", "app", "Planners a run can use (agent run --planner NAME)."),
+    "runners": (
+        "runners",
+        "app",
+        "Runners, the sandboxes, a run can use (agent run --runner NAME).",
+    ),
     "doctor": (
         "doctor",
         "doctor",

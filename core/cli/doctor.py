@@ -3,31 +3,82 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import EXIT_TESTS_PASSED
-from .options import DebugOption, JsonOption
+from ..errors import EXIT_TESTS_PASSED, UsageError
+from .options import DEFAULT_PLANNER, DEFAULT_RUNNER, DebugOption, JsonOption
 from .terminal import echo, for_terminal, load_plugins, print_json, reporting
 
 if TYPE_CHECKING:
     from ..model import Finding
 
 
-def doctor(as_json: JsonOption = False, debug: DebugOption = False) -> None:
-    """Check that this machine has what a run needs: each item OK, or how to fix it."""
-    from ..doctor import EXIT_NOT_READY, INSTALLATION_CHECKS, ready, run_checks
+def doctor(
+    planner: Annotated[
+        str,
+        typer.Option(
+            metavar="NAME",
+            help="The planner you run (see `agent planners list`); other planners' items "
+            "are information, not failures.",
+        ),
+    ] = DEFAULT_PLANNER,
+    no_planner: Annotated[
+        bool,
+        typer.Option(
+            "--no-planner",
+            help="You only test plan files (agent run --plan): no planner's items are required.",
+        ),
+    ] = False,
+    runner: Annotated[
+        str,
+        typer.Option(
+            metavar="NAME",
+            help="The runner you run (see `agent runners list`); other runners' items "
+            "are information, not failures.",
+        ),
+    ] = DEFAULT_RUNNER,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Check that this machine has what a run needs: each item OK, or how to fix it.
+
+    Checked for the default planner and runner unless --planner, --no-planner or
+    --runner say which ones you use.
+    """
+    from ..doctor import (
+        EXIT_NOT_READY,
+        INSTALLATION_CHECKS,
+        plugins_not_in_use,
+        ready,
+        run_checks,
+    )
+    from ..protocols import DoctorContext
     from ..serialization import to_jsonable
 
     with reporting(as_json, debug):
         host = load_plugins()
+        if no_planner and planner != DEFAULT_PLANNER:
+            raise UsageError("give either --planner NAME or --no-planner, not both")
+        context = DoctorContext(
+            planner=None if no_planner else host.planner(planner).name,
+            runner=host.runner(runner).name,
+        )
         checks = [("core", check) for check in INSTALLATION_CHECKS]
         checks += [(registered.plugin, registered.item) for registered in host.checks.values()]
-        findings = run_checks(checks)
+        findings = run_checks(checks, context, not_in_use=plugins_not_in_use(host, context))
         all_ready = ready(findings)
         if as_json:
-            print_json({"ready": all_ready, "findings": to_jsonable(findings)}, indent=2)
+            print_json(
+                {
+                    "ready": all_ready,
+                    "planner": context.planner,
+                    "runner": context.runner,
+                    "findings": to_jsonable(findings),
+                },
+                indent=2,
+            )
         else:
             _print_findings(findings, all_ready)
     raise typer.Exit(EXIT_TESTS_PASSED if all_ready else EXIT_NOT_READY)

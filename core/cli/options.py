@@ -6,6 +6,10 @@ from typing import Annotated
 
 import typer
 
+#: What ``agent run`` uses without ``--planner`` and ``--runner``; ``agent doctor`` checks for them.
+DEFAULT_PLANNER = "openai"
+DEFAULT_RUNNER = "local"
+
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show the traceback of any error.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 SeedOption = Annotated[

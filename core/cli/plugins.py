@@ -10,7 +10,12 @@ app = group("Installed plugins.")
 
 @app.command("list")
 def plugins_list(as_json: JsonOption = False, debug: DebugOption = False) -> None:
-    """List plugins: what they provide, their distribution and version, where they loaded from."""
+    """List plugins: what they provide, their distribution and version, where they loaded from.
+
+    Each planner, runner and policy is shown with its description; a name that
+    breaks the naming convention (plugins with underscores, what they register
+    in lower case words joined by hyphens) gets a note.
+    """
     from ..serialization import to_jsonable
 
     with reporting(as_json, debug):
@@ -25,5 +30,10 @@ def plugins_list(as_json: JsonOption = False, debug: DebugOption = False) -> Non
             status = "" if info.status == "loaded" else f" {info.status.upper()}"
             echo(f"{info.name}  [{provides}]{status}")
             echo(f"  from {source}: {info.location}")
+            for item in info.provides:
+                if item.kind in ("planner", "runner", "policy"):
+                    echo(f"  {item.kind} {item.name}: {item.description}")
             if info.problem:
                 echo(f"  problem: {info.problem}")
+            for problem in info.naming_problems:
+                echo(f"  note: {problem}")

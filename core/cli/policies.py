@@ -18,7 +18,7 @@ def policies_list(as_json: JsonOption = False, debug: DebugOption = False) -> No
 
     with reporting(as_json, debug):
         host = load_plugins()
-        rows = []
+        rows: list[dict[str, Any]] = []
         for name, registered in host.policies.items():
             declared = declared_parameters(registered.item)
             rows.append(

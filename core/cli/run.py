@@ -18,6 +18,8 @@ from ..model import (
     PlannerOptions,
 )
 from .options import (
+    DEFAULT_PLANNER,
+    DEFAULT_RUNNER,
     DebugOption,
     JsonOption,
     NoPolicyOption,
@@ -50,11 +52,11 @@ def run(
     ] = None,
     planner: Annotated[
         str, typer.Option(metavar="NAME", help="Planner backend (see `agent planners list`).")
-    ] = "openai",
+    ] = DEFAULT_PLANNER,
     runner: Annotated[
         str,
         typer.Option(metavar="NAME", help="Test runner, the sandbox (see `agent runners list`)."),
-    ] = "local",
+    ] = DEFAULT_RUNNER,
     test_timeout: Annotated[
         float | None,
         typer.Option(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -11,6 +12,7 @@ from .options import DebugOption, JsonOption, group
 from .terminal import echo, load_plugins, print_json, reporting
 
 if TYPE_CHECKING:
+    from ..model import SeedProject
     from ..plugins import PluginHost
 
 app = group("Seed projects a run can use.")
@@ -35,8 +37,33 @@ def _seed_row(host: PluginHost, name: str) -> dict[str, Any]:
         "default_prompt": seed.default_prompt,
         "limits": to_jsonable(seed.limits),
         "policies": {policy: dict(parameters) for policy, parameters in seed.policies.items()},
+        **_applied_policies(host, seed),
         "runtime": to_jsonable(seed.runtime),
     }
+
+
+def _applied_policies(host: PluginHost, seed: SeedProject) -> dict[str, Any]:
+    """The policies a run on ``seed`` applies (without --policy and --no-policy), and why:
+    ``always``, ``default`` (on by default, whichever plugin it comes from) or ``seed``."""
+    from ..errors import UsageError
+
+    try:
+        applied = host.policies_for(seed)
+    except UsageError as error:  # a plugin's seed naming a policy that is not installed
+        return {"applied_policies": None, "applied_policies_problem": error.message}
+    rows = []
+    for policy in applied:
+        activation = host.policies[policy.name].item.activation
+        why = (
+            "always"
+            if activation == "always"
+            else "seed"
+            if policy.name in seed.policies
+            else "default"
+        )
+        parameters = json.loads(json.dumps(seed.policies.get(policy.name, {}), default=_plain))
+        rows.append({"name": policy.name, "why": why, "parameters": parameters})
+    return {"applied_policies": rows, "applied_policies_problem": None}
 
 
 @app.command("list")
@@ -62,7 +89,11 @@ def seeds_show(
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """Show everything about one seed: source, files, editable and test files, policies."""
+    """Show everything about one seed: source, files, editable and test files, policies.
+
+    The policies are those a run on the seed applies, as the run itself chooses them,
+    each with why: always, on by default (whichever plugin it comes from), or the seed's.
+    """
     with reporting(as_json, debug):
         row = _seed_row(load_plugins(), name)
         if as_json:
@@ -70,8 +101,13 @@ def seeds_show(
             return
         limits = ", ".join(f"{key} {value}" for key, value in row["limits"].items())
         policies = [
-            f"{policy} {json.dumps(parameters, ensure_ascii=False) if parameters else ''}".strip()
-            for policy, parameters in row["policies"].items()
+            f"{policy['name']} ({policy['why']})"
+            + (
+                f" {json.dumps(policy['parameters'], ensure_ascii=False)}"
+                if policy["parameters"]
+                else ""
+            )
+            for policy in row["applied_policies"] or ()
         ]
         lines = [
             f"{row['name']}: {row['description']}",
@@ -86,9 +122,14 @@ def seeds_show(
             f"default prompt: {row['default_prompt']}",
             f"limits:         {limits}",
             f"runtime:        {_describe_runtime(row['runtime'])}",
-            f"policies:       {'; '.join(policies) or 'none switched on by the seed'}",
+            f"policies:       {'; '.join(policies) or row['applied_policies_problem']}",
         ]
         echo("\n".join(lines))
+
+
+def _plain(value: object) -> object:
+    """A TOML value JSON does not know: a (read-only) table as a dict, a date as its text."""
+    return dict(value) if isinstance(value, Mapping) else str(value)
 
 
 def _describe_hidden(files: list[str]) -> str:
