@@ -129,6 +129,9 @@ class AgentWarning(UserWarning):
 #: Exit codes of the ``agent`` command, by error kind. 0 and 1 are the test's verdict.
 EXIT_TESTS_PASSED = 0
 EXIT_TESTS_FAILED = 1
+#: The reader of stdout (or stderr) went away before everything was written (``agent ... |
+#: head``): the command stops quietly with the status a shell shows for a tool SIGPIPE ended.
+EXIT_OUTPUT_CLOSED = 141
 EXIT_CODES: dict[str, int] = {
     "usage": 2,
     "configuration": 2,

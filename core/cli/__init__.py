@@ -4,7 +4,8 @@ Exit codes (also in the README):
 
 * 0 the test passed; 1 the test ran and failed, timed out or hit a sandbox limit;
 * 2 usage or configuration error; 3 provider error; 4 plan rejected by a policy;
-* 5 sandbox error; 70 unexpected internal error; 130 interrupted (Ctrl-C or SIGTERM).
+* 5 sandbox error; 70 unexpected internal error; 130 interrupted (Ctrl-C or SIGTERM);
+* 141 stdout or stderr closed by its reader (``agent ... | head``), quietly.
 
 ``agent doctor`` exits 0 when every required item is OK, 2 when one is not.
 

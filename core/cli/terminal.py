@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import typer
 
-from ..errors import EXIT_CODES, AgentError, AgentWarning, Interrupted, PlanRejected
+from ..errors import (
+    EXIT_CODES,
+    EXIT_OUTPUT_CLOSED,
+    AgentError,
+    AgentWarning,
+    Interrupted,
+    PlanRejected,
+)
 
 if TYPE_CHECKING:
     from ..plugins import PluginHost
@@ -157,19 +164,42 @@ def reporting(as_json: bool, debug: bool) -> Iterator[None]:
     adds the traceback on stderr and changes nothing else, exit code included.
     """
     debug = debug or state["debug"]
-    with _stdout_for_json_only(as_json):
-        try:
-            yield
-        except (typer.Exit, typer.Abort, BrokenPipeError):
-            raise  # typer ends a command whose reader went away (`agent ... | head`) quietly
-        except KeyboardInterrupt:
-            _fail(Interrupted(_INTERRUPTED), as_json)
-        except AgentError as error:
-            _fail(error, as_json, show_traceback=error if debug else None)
-        except Exception as error:
-            hint = "" if debug else " (rerun with --debug for details)"
-            internal = AgentError(f"{type(error).__name__}: {error}{hint}")
-            _fail(internal, as_json, show_traceback=error if debug else None)
+    try:
+        with _stdout_for_json_only(as_json):
+            try:
+                yield
+            except (typer.Exit, typer.Abort, BrokenPipeError):
+                raise
+            except KeyboardInterrupt:
+                _fail(Interrupted(_INTERRUPTED), as_json)
+            except AgentError as error:
+                _fail(error, as_json, show_traceback=error if debug else None)
+            except Exception as error:
+                hint = "" if debug else " (rerun with --debug for details)"
+                internal = AgentError(f"{type(error).__name__}: {error}{hint}")
+                _fail(internal, as_json, show_traceback=error if debug else None)
+    except BrokenPipeError:  # also when reporting another error met the closed pipe
+        _output_closed()
+
+
+def _output_closed() -> NoReturn:
+    """End a command whose reader went away (``agent ... | head``) as Unix tools end.
+
+    No message (the reader is gone, and a person piping into ``head`` asked for
+    less), no traceback, and :data:`EXIT_OUTPUT_CLOSED`. Whatever is still in
+    Python's buffers goes to ``/dev/null``: its flush at exit would fail again and
+    print "Exception ignored ... BrokenPipeError". Sandboxes are gone by then: the
+    error unwound through every ``finally`` like any other.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        raise typer.Exit(EXIT_OUTPUT_CLOSED) from None
+    for stream in (sys.stdout, sys.stderr, *_json_stdout):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+    raise typer.Exit(EXIT_OUTPUT_CLOSED) from None
 
 
 def _fail(
