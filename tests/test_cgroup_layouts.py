@@ -366,6 +366,34 @@ def test_each_layout_kills_what_is_left_in_the_groups_and_removes_them(
         member.wait()
 
 
+def test_each_layout_tells_whether_a_process_is_in_every_group_of_the_sandbox(
+    layout: tuple[FakeKernel, CgroupRoots, dict[str, tuple[Path, int]]],
+) -> None:
+    # What the agent checks of a sandbox's first process before it may start bwrap.
+    _, roots, expected = layout
+    groups = make(roots)
+    pid = 4242  # never signalled: only its fabricated /proc entry is read
+    (roots.proc / str(pid)).mkdir()
+
+    def shows(where: dict[str, str]) -> None:
+        """Write the process's ``/proc/PID/cgroup``: the group it is in, per controller."""
+        lines = [
+            f"{i}:{controller}:/a/{group}" if expected[controller][1] == 1 else f"0::/a/{group}"
+            for i, (controller, group) in enumerate(where.items(), start=1)
+        ]
+        (roots.proc / str(pid) / "cgroup").write_text("".join(line + "\n" for line in lines))
+
+    name = f"{PREFIX}{PID}-sbx-1"
+    shows({"pids": name, "memory": name})
+    assert groups.holds(pid)
+    shows({"pids": name, "memory": "agent"})
+    assert not groups.holds(pid)
+    shows({"memory": name, "pids": "agent"})
+    assert not groups.holds(pid)
+    (roots.proc / str(pid) / "cgroup").unlink()  # gone
+    assert not groups.holds(pid)
+
+
 def test_v2_agent_alone_in_its_delegated_group_moves_into_a_leaf_beside_its_sandboxes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
