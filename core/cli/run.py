@@ -188,7 +188,14 @@ def run(
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """Plan a change to a seed project and test it in a sandbox."""
+    """Plan a change to a seed project and test it in a sandbox.
+
+    The default planner, openai, asks an OpenAI-compatible provider that three
+    environment variables name: CODING_AGENT_BASE_URL (https, or plain http for a
+    server on this machine, ending in /v1), CODING_AGENT_MODEL and
+    CODING_AGENT_API_KEY. With --plan FILE no provider is needed. `agent doctor`
+    checks them.
+    """
     from .. import contract, policy_parameters, run_records
     from ..serialization import to_jsonable
 
