@@ -28,6 +28,8 @@ from .protocols import PARAMETER_TYPES, PolicyParameter
 OPTION = "--policy-param"
 #: Far above any real value (a list of a few hundred names); a longer one is a mistake.
 MAX_ARGUMENT_CHARS = 64 * 1024
+#: Far above any policy's name; a longer one would only flood the message.
+MAX_NAME_CHARS = 128
 #: As deep as a seed.toml's values may nest.
 MAX_NESTING = 16
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
@@ -81,6 +83,8 @@ def parse_assignment(argument: str) -> tuple[str, str, Any]:
     name, dot, key = target.strip().rpartition(".")
     if not dot or not name:
         raise refuse("no policy name before the key")
+    if len(name) > MAX_NAME_CHARS or any(char.isspace() for char in name):
+        raise refuse(f"{_shown(name)} is not a policy name (see `agent policies list`)")
     if not _KEY.fullmatch(key):
         raise refuse(
             f"{key!r} is not a parameter name (letters, digits, '_' and '-', "
@@ -102,7 +106,7 @@ def parse_assignment(argument: str) -> tuple[str, str, Any]:
     value = parsed["value"]
     if _depth(value) > MAX_NESTING:
         raise refuse(f"the value nests more than {MAX_NESTING} levels deep")
-    return name.strip(), key, value
+    return name, key, value
 
 
 def merged(

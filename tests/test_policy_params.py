@@ -184,6 +184,9 @@ HOSTILE = [
     'python-ast.paths=["' + "a" * 70_000 + '"]',
     "python-ast.pa ths=[]",
     "python-ast.paths=[] trailing",
+    "python ast.paths=[]",
+    "python-ast\t.paths=[]",
+    "x" * 60_000 + ".paths=[]",
 ]
 
 
