@@ -84,11 +84,11 @@ def within_hard(expected: dict[str, tuple[str, str]]) -> dict[str, tuple[str, st
 def gate_at_release(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
     """What the host sees of the gate once it is placed and limited, before it is released."""
     seen: dict[str, object] = {}
-    real_place, real_set = SandboxGroups.place, start.set_rlimits
+    real_holds, real_set = SandboxGroups.holds, start.set_rlimits
 
-    def place(groups: SandboxGroups, pid: int) -> None:
-        real_place(groups, pid)
+    def holds(groups: SandboxGroups, pid: int) -> bool:
         seen["groups"] = dict(groups.groups)  # emptied once the groups are removed
+        return real_holds(groups, pid)
 
     def set_rlimits(pid: int, rlimits: dict[str, tuple[int, int]]) -> None:
         real_set(pid, rlimits)
@@ -98,7 +98,7 @@ def gate_at_release(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
         seen["limits"] = limits_of(pid)
         seen["cgroup"] = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
 
-    monkeypatch.setattr(SandboxGroups, "place", place)
+    monkeypatch.setattr(SandboxGroups, "holds", holds)
     monkeypatch.setattr(start, "set_rlimits", set_rlimits)
     return seen
 
@@ -148,22 +148,39 @@ def groups() -> Iterator[SandboxGroups]:
     made.kill_and_remove()
 
 
-def test_a_gate_that_cannot_be_placed_never_starts_its_command(
+def test_a_gate_that_cannot_join_its_groups_never_starts_its_command(
     tmp_path: Path, groups: SandboxGroups, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refuse(self: SandboxGroups, pid: int) -> None:
-        time.sleep(0.5)  # time enough for a command that did not wait to leave its trace
-        raise OSError(f"no room for {pid}")
-
-    monkeypatch.setattr(SandboxGroups, "place", refuse)
+    unwritable = str(tmp_path / "gone" / "tasks")  # as a group removed meanwhile
+    monkeypatch.setattr(SandboxGroups, "join_files", property(lambda _: [unwritable]))
     trace = tmp_path / "started"
 
     with (
-        pytest.raises(SandboxError, match="could not put the sandbox in its limits: no room"),
+        pytest.raises(SandboxError, match=f"could not join its control groups: .*{unwritable}"),
         start.started(["/bin/sh", "-c", f"echo > {trace}"], _launch(groups), pass_fds=()),
     ):
         pass
 
+    assert not trace.exists()
+
+
+@pytest.mark.skipif(not control_groups_here()[0], reason="this caller can make no control group")
+def test_a_gate_that_is_not_in_every_group_is_never_released(
+    tmp_path: Path, groups: SandboxGroups, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The agent believes /proc, not the gate: one group left out is enough to refuse.
+    every = SandboxGroups.join_files.fget
+    assert every is not None
+    monkeypatch.setattr(SandboxGroups, "join_files", property(lambda g: every(g)[:-1]))
+    trace = tmp_path / "started"
+
+    with (
+        pytest.raises(SandboxError, match="not in every one of its control groups"),
+        start.started(["/bin/sh", "-c", f"echo > {trace}"], _launch(groups), pass_fds=()),
+    ):
+        pass
+
+    time.sleep(0.2)  # time enough for a released gate to leave its trace
     assert not trace.exists()
 
 

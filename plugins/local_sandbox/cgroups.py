@@ -343,15 +343,20 @@ class SandboxGroups:
         """The files a PID is written to, to move that process into every group."""
         return [str(group / "cgroup.procs") for group in self._distinct()]
 
-    def place(self, pid: int) -> None:
-        """Move the process ``pid`` into every group, and check that it is in all of them.
+    @property
+    def join_files(self) -> list[str]:
+        """The files a process writes ``0`` into to move itself into every group.
 
-        :raises OSError: it could not be moved, or is not where it was put (it is gone).
+        With v1 that is each group's ``tasks``: a thread that moves itself takes
+        no lock that every fork on the machine waits on, where a PID written to
+        ``cgroup.procs`` takes one and waits for an RCU grace period (about 10 ms
+        here, per sandbox). With v2 it is ``cgroup.procs``: a domain group takes
+        whole processes only.
         """
-        for procs in self.procs_files:
-            _write(Path(procs), str(pid))
-        if not self.holds(pid):
-            raise OSError(f"process {pid} is not in every control group of the sandbox")
+        files: dict[Path, str] = {}  # one per group: with v2 both controllers share one
+        for name, group in self.groups.items():
+            files.setdefault(group, "tasks" if self._versions[name] == 1 else "cgroup.procs")
+        return [str(group / file) for group, file in files.items()]
 
     def holds(self, pid: int) -> bool:
         """Whether ``pid`` is in every one of these groups, from its own ``/proc`` entry."""

@@ -17,41 +17,48 @@ The launch sequence, in order. Everything before step 4 happens before
       interpreter, a seed runtime), ``/root`` say, is covered with an empty
       tmpfs and just those folders are bound back (:func:`expose`). The host's
       mounts are not changed;
-   c. it starts the *gate*, ``/bin/sh -c GATE sh [SETPRIV ...] BWRAP ...``,
+   c. it starts the *gate*, ``/bin/sh -c GATE sh JOIN... -- [SETPRIV ...] BWRAP ...``,
       through Python's fork and exec in C (no Python code runs in the child:
       no ``preexec_fn``, which threads make unsafe), in a session of its own,
-      with an empty environment, ``/`` as its folder, one end of a pipe as its
-      input and the sandbox's descriptors. The gate reads one line from the
-      pipe, and does nothing before that.
+      with an empty environment, ``/`` as its folder, a pipe from the agent as
+      its input, another pipe to the agent as its error output, and the
+      sandbox's descriptors.
 
    The gate inherits the thread's keyring and mount namespace. The starter then
    waits, alive, until the sandbox has been reaped: ``bwrap --die-with-parent``
    watches the thread that started it, not the agent as a whole.
 
-2. **Placed.** While the gate waits, the calling thread writes its PID into each
-   of the sandbox's control groups and checks, in ``/proc/PID/cgroup``, that it
-   is in every one of them (:meth:`.SandboxGroups.place`).
+2. **Placed.** The gate writes ``0`` ("this process") into each JOIN file: each of
+   the sandbox's control groups' ``tasks`` (cgroup v1) or ``cgroup.procs`` (v2)
+   (:attr:`.SandboxGroups.join_files`). A process that moves itself into a v1
+   group takes no machine-wide lock; one moved by PID makes the kernel wait
+   for an RCU grace period, about 10 ms here, for every sandbox. It then says
+   ``placed`` on its error output, makes its output its error output again,
+   and waits for a line on its input. If a write fails it exits (125), and its
+   shell's message is the agent's error. The agent, having read ``placed``,
+   checks in ``/proc/PID/cgroup`` that the gate is in every one of the groups
+   (:meth:`.SandboxGroups.holds`).
 
-3. **Limited.** The calling thread sets each rlimit on the gate with
+3. **Limited.** The agent sets each rlimit on the waiting gate with
    ``prlimit(2)``, each lowered to the hard limit the gate already has where
    that is lower. The gate is still the caller's own user, so this needs no
    privilege.
 
    Every process of the sandbox descends from the gate: all of them are in the
    groups and under the limits from their first instruction. Until then the
-   gate is the caller's shell reading a pipe; it has started nothing and read
-   nothing of the sandbox's. If step 2 or 3 fails, the pipe is closed unread:
-   the gate reads end-of-file and exits (125) without starting anything, and
-   the agent kills its session and reaps it.
+   gate is the caller's shell joining groups and reading a pipe; it has
+   started nothing and read nothing of the sandbox's. If step 2 or 3 fails, the
+   pipe is closed unread: the gate reads end-of-file and exits (125) without
+   starting anything, and the agent kills its session and reaps it.
 
-4. **Released.** The calling thread writes a line into the pipe and closes it.
-   The gate replaces itself, with ``/dev/null`` as its input, by ``bwrap`` (a
-   caller who is not root) or by ``setpriv --reuid=U --regid=G --clear-groups
-   -- bwrap ...`` (a root caller): util-linux's ``setpriv`` drops every
-   supplementary group, then takes on the gid and the uid for good (real,
-   effective and saved; no capability survives the change of uid) and becomes
-   ``bwrap``. So the privilege drop happens before bwrap creates any
-   namespace, and no process of the sandbox is host root from then on.
+4. **Released.** The agent writes a line into the pipe and closes it. The gate
+   replaces itself, with ``/dev/null`` as its input, by ``bwrap`` (a caller who
+   is not root) or by ``setpriv --reuid=U --regid=G --clear-groups -- bwrap
+   ...`` (a root caller): util-linux's ``setpriv`` drops every supplementary
+   group, then takes on the gid and the uid for good (real, effective and
+   saved; no capability survives the change of uid) and becomes ``bwrap``. So
+   the privilege drop happens before bwrap creates any namespace, and no
+   process of the sandbox is host root from then on.
 
 Then :func:`.process.run_sandbox` collects the output, and kills and reaps the
 sandbox; the starter ends once it has been reaped.
@@ -84,8 +91,16 @@ from .user import SandboxUser
 if TYPE_CHECKING:  # cgroups imports process, which imports this module
     from .cgroups import SandboxGroups
 
-#: The gate: wait for the agent's line, then become the rest of the command line.
-GATE = 'read -r line || exit 125; unset PWD OLDPWD; exec "$@" </dev/null'
+#: The gate. Its arguments: the files it writes ``0`` into to join each group, ``--``, the
+#: command it becomes once released. ``placed`` on its error output tells the agent it has
+#: joined them; from then on its error output is its output.
+GATE = (
+    'while [ "$1" != -- ]; do echo 0 >"$1" || exit 125; shift; done; shift; '
+    "echo placed >&2; exec 2>&1; "
+    "read -r line || exit 125; "
+    'unset PWD OLDPWD; exec "$@" </dev/null'
+)
+PLACED = b"placed\n"
 SHELL = "/bin/sh"
 #: Where ``setpriv`` is looked for: the system's own folders, whatever the caller's ``PATH``.
 SYSTEM_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
@@ -233,18 +248,19 @@ def setpriv_executable() -> str:
     return found
 
 
-def gated(argv: Sequence[str], user: SandboxUser | None) -> list[str]:
-    """The gate's command line, which becomes ``argv`` (as ``user``, if given) once released."""
+def gated(argv: Sequence[str], launch: Launch) -> list[str]:
+    """The gate's command line, which becomes ``argv`` (as the sandbox user, if any) once
+    it has joined the groups and is released."""
     drop: list[str] = []
-    if user is not None:
+    if launch.user is not None:
         drop = [
             setpriv_executable(),
-            f"--reuid={user.uid}",
-            f"--regid={user.gid}",
+            f"--reuid={launch.user.uid}",
+            f"--regid={launch.user.gid}",
             "--clear-groups",
             "--",
         ]
-    return [SHELL, "-c", GATE, "sh", *drop, *argv]
+    return [SHELL, "-c", GATE, "sh", *launch.groups.join_files, "--", *drop, *argv]
 
 
 def set_rlimits(pid: int, rlimits: Mapping[str, tuple[int, int]]) -> None:
@@ -258,13 +274,20 @@ def set_rlimits(pid: int, rlimits: Mapping[str, tuple[int, int]]) -> None:
 
 
 class _Starter(threading.Thread):
-    """The thread a sandbox is started from, alive until the sandbox has been reaped."""
+    """The thread a sandbox is started from, alive until the sandbox has been reaped.
 
-    def __init__(self, argv: list[str], launch: Launch, gate: int, pass_fds: Sequence[int]) -> None:
+    :param gate: the read end of the pipe the gate waits on (its input).
+    :param placed: the write end of the pipe the gate says ``placed`` on (its error output).
+    """
+
+    def __init__(
+        self, argv: list[str], launch: Launch, gate: int, placed: int, pass_fds: Sequence[int]
+    ) -> None:
         super().__init__(name="sandbox-starter", daemon=True)
         self._argv = argv
         self._launch = launch
         self._gate = gate
+        self._placed = placed
         self._pass_fds = tuple(pass_fds)
         self._spawned = threading.Event()
         self._sandbox_reaped = threading.Event()
@@ -283,7 +306,7 @@ class _Starter(threading.Thread):
                 cwd="/",
                 stdin=self._gate,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
+                stderr=self._placed,
                 pass_fds=self._pass_fds,
                 start_new_session=True,
             )
@@ -313,6 +336,17 @@ class _Starter(threading.Thread):
         self.join()
 
 
+def _first_line(fd: int) -> bytes:
+    """What the gate says on ``fd`` up to its first newline, or until it closes it."""
+    said = b""
+    while b"\n" not in said and len(said) < 4096:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        said += chunk
+    return said.split(b"\n", 1)[0] + (b"\n" if b"\n" in said else b"")
+
+
 def _kill_and_reap(process: subprocess.Popen[bytes]) -> None:
     if process.returncode is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -331,32 +365,41 @@ def started(
     it has not reaped by then is killed and reaped here.
 
     :raises OSError: the gate could not be started at all.
-    :raises SandboxError: it could not be placed in its groups or limits.
+    :raises SandboxError: it could not join its groups or take its limits.
     """
-    command = gated(argv, launch.user)
+    command = gated(argv, launch)
     gate, release = os.pipe()
-    starter = _Starter(command, launch, gate, pass_fds)
+    heard, placed = os.pipe()
+    starter = _Starter(command, launch, gate, placed, pass_fds)
     process: subprocess.Popen[bytes] | None = None
     try:
-        starter.start()
         try:
+            starter.start()
             starter.wait_started()
         finally:
-            os.close(gate)  # the gate has its own copy, or none is coming
+            # The gate has its own copies, or none is coming.
+            for fd in (gate, placed):
+                os.close(fd)
             process = starter.process
         if process is None:
             assert starter.error is not None
             raise starter.error
+        said = _first_line(heard)
+        if said != PLACED:
+            reason = said.decode(errors="replace").strip() or "it exited"
+            raise SandboxError(f"the sandbox could not join its control groups: {reason}")
+        if not launch.groups.holds(process.pid):
+            raise SandboxError("the sandbox is not in every one of its control groups")
         try:
-            launch.groups.place(process.pid)
             set_rlimits(process.pid, launch.rlimits)
         except OSError as error:
-            raise SandboxError(f"could not put the sandbox in its limits: {error}") from None
+            raise SandboxError(f"the sandbox could not take its limits: {error}") from None
         os.write(release, b"go\n")
         os.close(release)
         release = -1
         yield process
     finally:
+        os.close(heard)
         if release != -1:
             os.close(release)  # unreleased: the gate reads end-of-file and exits
         if process is not None:
