@@ -57,7 +57,7 @@ def _processes_of(uid: int) -> int:
 
 
 def rlimits(job: SandboxJob, *, pids_group: bool, uid: int) -> dict[str, tuple[int, int]]:
-    """The (soft, hard) rlimits the sandbox's first process sets, by ``resource`` name.
+    """The (soft, hard) rlimits set on the sandbox's first process, by ``resource`` name.
 
     :param uid: the host uid the sandbox runs as (never 0: see :mod:`.user`).
     """

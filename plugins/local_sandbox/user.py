@@ -17,11 +17,13 @@ A caller who is not root needs no such step: the sandbox runs as the caller,
 who is no more privileged than any other user.
 
 What that user must reach on the host (bwrap, the interpreter, a seed's
-runtime) may lie under a folder closed to others, such as ``/root``. The first
-process, still root, makes them reachable in a mount namespace of its own: it
-covers each closed folder above them with an empty tmpfs and binds just those
-folders back into it, then drops to the user. Nothing else of the closed folder
-becomes visible, and the host's own view of it is unchanged.
+runtime) may lie under a folder closed to others, such as ``/root``. The
+thread of the agent that starts the sandbox, still root, makes them reachable
+in a mount namespace of that thread's own: it covers each closed folder above
+them with an empty tmpfs and binds just those folders back into it, and the
+sandbox's first process starts in that namespace (see :mod:`.start`). Nothing
+else of the closed folder becomes visible, and the host's own view of it, and
+that of the agent's other threads, is unchanged.
 """
 
 from __future__ import annotations
