@@ -3,6 +3,7 @@ the network, and a command-line reference that lists what ``agent --help`` lists
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -89,7 +90,7 @@ def agent_help(*words: str) -> tuple[list[str], list[str]]:
         capture_output=True,
         text=True,
         timeout=60,
-        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
+        env={**os.environ, "COLUMNS": "200"},
     )
     assert shown.returncode == 0, shown.stderr
     sections: dict[str, list[str]] = {}
