@@ -212,3 +212,13 @@ def test_the_sandbox_gets_a_new_session_keyring_and_the_agent_keeps_its_own(
     assert inside > 0, printed
     assert inside != own
     assert session_keyring() == own
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root caller's sandbox changes user")
+def test_a_root_caller_without_setpriv_is_told_to_install_util_linux(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(start, "SYSTEM_PATH", str(tmp_path))
+
+    with pytest.raises(SandboxError, match="through util-linux's setpriv, which is not in"):
+        run()
