@@ -135,7 +135,7 @@ class PlannerRecord:
     :ivar planner: name of the planner.
     :ivar started_at: when the call began, ISO 8601 in UTC.
     :ivar outcome: ``ok``, ``provider-error``, ``plan-rejected``, ``configuration-error``
-        or ``usage-error`` (the kind of the error the call ended in).
+        or ``usage-error`` (the kind of the error the call ended in), or ``interrupted``.
     :ivar duration_seconds: wall time of the whole call, as the agent measured it.
     :ivar seed: the seed the plan was for.
     :ivar finished_at: when the call ended, ISO 8601 in UTC.
@@ -223,8 +223,10 @@ def call_planner(
     a warning: the call's outcome stands.
 
     :returns: what the planner returned.
-    :raises AgentError: what the planner raised, after recording it; any other
-        exception (an internal error, Ctrl-C) passes through unrecorded.
+    :raises AgentError: what the planner raised, after recording it. Ctrl-C (or
+        SIGTERM) passes through after the call is recorded as ``interrupted``, under
+        an ID of the agent's own; any other exception (an internal error) passes
+        through unrecorded.
     """
     started_at, clock = _now(), time.monotonic()
     fields: dict[str, Any]
@@ -239,6 +241,13 @@ def call_planner(
         if isinstance(error, PlanRejected):
             fields["rejections"] = error.rejections
         _keep(task_id, planner, request, outcome, started_at, clock, fields, environ)
+        raise
+    except KeyboardInterrupt:
+        # The planner never answered, so there is no ID of its own: the call is kept under
+        # one of the agent's, and the record says it was interrupted rather than lost.
+        fields = {"error": "interrupted (Ctrl-C or SIGTERM) while waiting for the planner"}
+        interrupted = f"plan-{os.urandom(8).hex()}"
+        _keep(interrupted, planner, request, "interrupted", started_at, clock, fields, environ)
         raise
     fields = {
         "plan": planned.plan,
