@@ -14,14 +14,12 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from importlib import metadata
 from typing import Any, Generic, TypeVar
 
 import attrs
-import cattrs
 import pluggy
 
-from . import contract, hookspecs, manifest, policy_parameters
+from . import __version__, contract, hookspecs, manifest, policy_parameters
 from .errors import UsageError
 from .model import SeedProject
 from .protocols import Check, CommandGroup, PatchPolicy, Planner, PolicyParameter, Runner
@@ -159,7 +157,7 @@ class PluginHost:
             )
         for name in disabled:
             self.manager.set_blocked(name)
-        own = _distribution_version(OWN_DISTRIBUTION)
+        own = __version__
         for module_name in DEFAULT_PLUGINS:
             module = importlib.import_module(module_name)
             name = module_name.rsplit(".", 1)[1]
@@ -244,6 +242,10 @@ class PluginHost:
             )
 
     def _load_entry_points(self) -> None:
+        if not _entry_points_declared():
+            return
+        from importlib import metadata
+
         for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
             name, dist = entry_point.name, entry_point.dist
             origin = _Origin(
@@ -516,6 +518,8 @@ def _is_protocol(cls: type) -> bool:
 
 def _reason(error: Exception) -> str:
     """A configure() failure as the user should read it."""
+    import cattrs
+
     if isinstance(error, cattrs.BaseValidationError):
         return "; ".join(describe_structure_error(error, root="parameters"))
     if isinstance(error, (ValueError, TypeError)):
@@ -527,11 +531,34 @@ def _one_line(text: str) -> str:
     return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
-def _distribution_version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "unknown"
+def _entry_points_declared(path: Sequence[str] | None = None) -> bool:
+    """Whether a distribution on ``path`` (``sys.path``) may declare a plugin entry point.
+
+    Answered by reading the ``entry_points.txt`` of each installed distribution
+    for the group's name, without importing :mod:`importlib.metadata`, whose
+    import costs more than everything else ``agent --help`` does. Conservative:
+    a path entry that is not a folder (a zip file) answers yes, and the real
+    lookup then decides.
+    """
+    header = f"[{ENTRY_POINT_GROUP}]".encode()
+    for folder in sys.path if path is None else path:
+        try:
+            entries = os.scandir(folder or ".")
+        except NotADirectoryError:
+            return True
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                if not entry.name.endswith((".dist-info", ".egg-info")):
+                    continue
+                try:
+                    with open(os.path.join(entry.path, "entry_points.txt"), "rb") as declared:
+                        if header in (line.strip() for line in declared):
+                            return True
+                except OSError:
+                    continue
+    return False
 
 
 def _pick(registry: Mapping[str, Registered[T]], name: str, kind: str, hint: str) -> Registered[T]:

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Mapping
-from typing import Any, TypeVar
-
-import cattrs
-import cattrs.v
-from cattrs.cols import homogenous_tuple_structure_factory
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .model import LimitError
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    import cattrs
 
-converter = cattrs.Converter(forbid_extra_keys=True)
+T = TypeVar("T")
 
 
 def _strict_str(value: object, _: type) -> str:
@@ -44,7 +42,9 @@ def _strict_bool(value: object, _: type) -> bool:
     return value
 
 
-def _list_only(cls: Any) -> Any:
+def _list_only(converter: cattrs.Converter, cls: Any) -> Any:
+    from cattrs.cols import homogenous_tuple_structure_factory
+
     # cattrs would happily iterate a string or the keys of an object into a tuple.
     base = homogenous_tuple_structure_factory(cls, converter)
 
@@ -56,7 +56,7 @@ def _list_only(cls: Any) -> Any:
     return structure
 
 
-def _require_object(cls: type[Any]) -> Any:
+def _require_object(converter: cattrs.Converter, cls: type[Any]) -> Any:
     base = converter.gen_structure_attrs_fromdict(cls)
 
     def structure(value: object, _: type) -> Any:
@@ -67,31 +67,42 @@ def _require_object(cls: type[Any]) -> Any:
     return structure
 
 
-converter.register_structure_hook(str, _strict_str)
-converter.register_structure_hook(int, _strict_int)
-converter.register_structure_hook(float, _strict_float)
-converter.register_structure_hook(bool, _strict_bool)
-converter.register_structure_hook_factory(
-    lambda t: getattr(t, "__origin__", None) is tuple and t.__args__[-1] is Ellipsis, _list_only
-)
-converter.register_structure_hook_factory(
-    lambda t: isinstance(t, type) and hasattr(t, "__attrs_attrs__"), _require_object
-)
-converter.register_unstructure_hook(bytes, lambda b: base64.b64encode(b).decode("ascii"))
-converter.register_structure_hook(bytes, lambda s, _: base64.b64decode(s, validate=True))
-converter.register_unstructure_hook_func(
-    lambda t: t == Mapping[str, bytes],
-    lambda m: {k: converter.unstructure(b, bytes) for k, b in m.items()},
-)
+@functools.cache
+def converter() -> cattrs.Converter:
+    """The converter, made on first use: cattrs is not imported by commands that never need it."""
+    import cattrs
+
+    made = cattrs.Converter(forbid_extra_keys=True)
+    made.register_structure_hook(str, _strict_str)
+    made.register_structure_hook(int, _strict_int)
+    made.register_structure_hook(float, _strict_float)
+    made.register_structure_hook(bool, _strict_bool)
+    made.register_structure_hook_factory(
+        lambda t: getattr(t, "__origin__", None) is tuple and t.__args__[-1] is Ellipsis,
+        functools.partial(_list_only, made),
+    )
+    made.register_structure_hook_factory(
+        lambda t: isinstance(t, type) and hasattr(t, "__attrs_attrs__"),
+        functools.partial(_require_object, made),
+    )
+    made.register_unstructure_hook(bytes, lambda b: base64.b64encode(b).decode("ascii"))
+    made.register_structure_hook(bytes, lambda s, _: base64.b64decode(s, validate=True))
+    made.register_unstructure_hook_func(
+        lambda t: t == Mapping[str, bytes],
+        lambda m: {k: made.unstructure(b, bytes) for k, b in m.items()},
+    )
+    return made
 
 
 def structure(data: object, cls: type[T]) -> T:
     """Build ``cls`` from JSON-like data; unknown keys and wrong types are errors."""
-    return converter.structure(data, cls)
+    return converter().structure(data, cls)
 
 
 def describe_structure_error(error: Exception, root: str = "$") -> list[str]:
     """Turn a cattrs error into short lines such as ``expected a string @ $.files[0].path``."""
+    import cattrs
+
     return cattrs.transform_error(error, path=root, format_exception=_format_exception)
 
 
@@ -100,11 +111,13 @@ def _format_exception(error: BaseException, cls: type | None) -> str:
         return str(error)
     if isinstance(error, LimitError):
         return str(error)
+    import cattrs.v
+
     return cattrs.v.format_exception(error, cls)
 
 
 def to_jsonable(value: object) -> Any:
-    return converter.unstructure(value)
+    return converter().unstructure(value)
 
 
 def to_json(value: object, *, indent: int | None = None) -> str:

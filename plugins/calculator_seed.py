@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 
 from sandboxed_coding_agent.core.hookspecs import hookimpl
@@ -11,7 +11,11 @@ from sandboxed_coding_agent.core.model import SeedProject
 
 
 def calculator_seed() -> SeedProject:
-    root = Path(str(resources.files("sandboxed_coding_agent.seed_projects") / "calculator"))
+    # The package's folder, found without importlib.resources (slow to import for a path).
+    spec = importlib.util.find_spec("sandboxed_coding_agent.seed_projects")
+    assert spec is not None
+    assert spec.submodule_search_locations is not None
+    root = Path(next(iter(spec.submodule_search_locations)), "calculator")
     return SeedProject(
         name="calculator",
         description="A one-function calculator whose add() subtracts; its unittest expects 5.",

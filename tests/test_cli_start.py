@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -58,10 +59,55 @@ def test_each_command_summary_is_its_own_help() -> None:
 
 
 def test_every_command_module_of_the_cli_is_in_the_table() -> None:
-    from pathlib import Path
-
     from sandboxed_coding_agent.core import cli
 
     shared = {"__init__", "terminal", "options"}
     modules = {path.stem for path in Path(cli.__file__).parent.glob("*.py")} - shared
     assert modules == {module for module, _, _ in cli.COMMANDS.values()}
+
+
+def test_help_neither_reads_distribution_metadata_nor_builds_the_converter() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from sandboxed_coding_agent.core.cli import main\n"
+         "sys.argv = ['agent', '--help']\n"
+         "try:\n    main()\nexcept SystemExit:\n    pass\n"
+         "print('LOADED', sorted({'importlib.metadata', 'cattrs'} & set(sys.modules)))"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith("LOADED []"), done.stdout[-300:]
+
+
+def test_entry_points_are_looked_up_only_when_a_distribution_declares_the_group(
+    tmp_path: Path,
+) -> None:
+    from sandboxed_coding_agent.core.plugins import _entry_points_declared
+
+    scripts = tmp_path / "site" / "tool-1.0.dist-info"
+    scripts.mkdir(parents=True)
+    # Naming the package in another group (a console script) declares no plugin.
+    (scripts / "entry_points.txt").write_text(
+        "[console_scripts]\nagent = sandboxed_coding_agent.core.cli:main\n"
+    )
+    assert not _entry_points_declared([str(tmp_path / "site"), str(tmp_path / "missing")])
+
+    plugin = tmp_path / "site" / "agent_plugin-1.0.dist-info"
+    plugin.mkdir()
+    (plugin / "entry_points.txt").write_text("[sandboxed_coding_agent]\n mine = mine.plugin\n")
+    assert _entry_points_declared([str(tmp_path / "site")])
+
+    # A zip file on the path is left to importlib.metadata to read.
+    archive = tmp_path / "packages.zip"
+    archive.write_bytes(b"PK\x05\x06" + b"\0" * 18)
+    assert _entry_points_declared([str(archive)])
+
+
+def test_the_version_the_agent_reports_is_the_distributions() -> None:
+    import tomllib
+
+    from sandboxed_coding_agent import core
+
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    assert core.__version__ == project["project"]["version"]

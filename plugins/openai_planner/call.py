@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
 import time
-import uuid
 from typing import Any
 from urllib.parse import quote
 
@@ -29,7 +29,7 @@ def _well_formed(text: str) -> str:
 
 
 def new_planner_task_id() -> str:
-    return f"plan-{uuid.uuid4().hex[:16]}"
+    return f"plan-{os.urandom(8).hex()}"
 
 
 class PlannerCall:

@@ -5,7 +5,6 @@ httpx is imported inside the functions that use it, so importing the planner sta
 
 from __future__ import annotations
 
-import email.utils
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -73,6 +72,8 @@ def retry_after_seconds(headers: Mapping[str, str], now: float) -> float | None:
         seconds = float(text.strip())
     except ValueError:
         try:
+            import email.utils
+
             when = email.utils.parsedate_to_datetime(text.strip())
         except (TypeError, ValueError, IndexError):
             return None
