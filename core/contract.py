@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .errors import PlanRejected, ProviderError, Rejection
-from .model import PatchPlan, SeedLimits
+from .model import PatchFile, PatchPlan, SeedLimits
 from .serialization import describe_structure_error, structure
 
 POLICY = "patch-contract"
@@ -113,6 +113,9 @@ def plan_from_data(data: object) -> PatchPlan:
 
     :raises PlanRejected: with rule ``plan-shape`` naming every problem.
     """
+    plan = _plain_plan(data)
+    if plan is not None:
+        return plan
     try:
         return structure(data, PatchPlan)
     except Exception as error:  # cattrs raises a tree of ordinary exceptions
@@ -123,6 +126,29 @@ def plan_from_data(data: object) -> PatchPlan:
 
 
 _SHAPE = '{"files": [{"path": "...", "content": "..."}]}'
+
+
+def _plain_plan(data: object) -> PatchPlan | None:
+    """The plan when ``data`` has exactly a plan's shape, else ``None``.
+
+    Only what the strict converter accepts is taken here, without it (making its
+    code costs a run more than the rest of reading the plan); anything else goes
+    to the converter, whose errors name every problem.
+    """
+    if not isinstance(data, dict) or data.keys() != {"files"}:
+        return None
+    entries = data["files"]
+    if type(entries) is not list:
+        return None
+    files = []
+    for entry in entries:
+        if not isinstance(entry, dict) or entry.keys() != {"path", "content"}:
+            return None
+        path, content = entry["path"], entry["content"]
+        if not isinstance(path, str) or not isinstance(content, str):
+            return None
+        files.append(PatchFile(path=path, content=content))
+    return PatchPlan(files=tuple(files))
 
 
 def check_plan(

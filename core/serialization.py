@@ -117,7 +117,32 @@ def _format_exception(error: BaseException, cls: type | None) -> str:
 
 
 def to_jsonable(value: object) -> Any:
-    return converter().unstructure(value)
+    """``value`` as JSON-ready data: attrs objects as dicts, ``bytes`` as base64 text.
+
+    The same data the converter's ``unstructure`` gives (a test compares them on
+    every kind of record and result), walked directly: making the converter's
+    per-class code costs a command more than the rest of writing its output.
+    """
+    return _plain(value)
+
+
+def _plain(value: Any) -> Any:
+    kind = type(value)
+    if kind in _AS_IS:
+        return value
+    fields = getattr(kind, "__attrs_attrs__", None)
+    if fields is not None:
+        return {field.name: _plain(getattr(value, field.name)) for field in fields if field.init}
+    if kind is bytes:
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if kind is tuple or kind is list:
+        return [_plain(item) for item in value]
+    return converter().unstructure(value)  # anything else: as the converter says
+
+
+_AS_IS = frozenset({str, int, float, bool, type(None)})
 
 
 def to_json(value: object, *, indent: int | None = None) -> str:

@@ -8,6 +8,7 @@ and run results are kept as records: each of these types must survive
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import cattrs
 import pytest
@@ -116,6 +117,54 @@ WIRE_VALUES = [
 
 
 @pytest.mark.parametrize("value", WIRE_VALUES, ids=lambda value: type(value).__name__)
+def test_writing_json_gives_exactly_what_the_converter_gives(value: object) -> None:
+    from sandboxed_coding_agent.core.serialization import converter, to_jsonable
+
+    written, expected = to_jsonable(value), converter().unstructure(value)
+    # Equal, and of the same types all the way down (a tuple where cattrs gives a list
+    # would compare unequal in tests and in code that checks what it read back).
+    assert json.dumps(written) == json.dumps(expected)
+    assert repr(written) == repr(expected)
+
+
+def test_records_and_listings_are_written_as_the_converter_writes_them(tmp_path: Path) -> None:
+    from sandboxed_coding_agent.core import run_records
+    from sandboxed_coding_agent.core.plugins import PluginHost
+    from sandboxed_coding_agent.core.records import PlannerRecord
+    from sandboxed_coding_agent.core.serialization import converter, to_jsonable
+
+    host = PluginHost(entry_points=False)
+    seed = host.seed("calculator")
+    run_records.run_recorded(
+        seed,
+        plugins=host.plugin_infos(),
+        runner=host.runner("local"),
+        policies=host.policies_for(seed),
+        plan=PLAN,
+        environ={"XDG_STATE_HOME": str(tmp_path)},
+    )
+    (path,) = run_records.records_directory({"XDG_STATE_HOME": str(tmp_path)}).iterdir()
+    values: list[object] = [
+        run_records.read_run_record(str(path)),
+        seed,
+        *host.plugin_infos(),
+        PlannerRecord(
+            planner_task_id="plan-1",
+            planner="openai",
+            started_at="2026-12-03T00:00:00.000+00:00",
+            outcome="plan-rejected",
+            duration_seconds=0.5,
+            plan=PLAN,
+            rejections=(Rejection("p", "r", "m", "f.py"),),
+            usage=TokenUsage(3, 4),
+            details={"attempts": [{"status": 200, "seconds": 0.1}], "note": None},
+        ),
+    ]
+    for value in values:
+        assert repr(to_jsonable(value)) == repr(converter().unstructure(value)), type(value)
+
+
+@pytest.mark.parametrize("value", WIRE_VALUES, ids=lambda value: type(value).__name__)
 def test_wire_types_round_trip_through_json(value: object) -> None:
     text = to_json(value)
 
@@ -146,3 +195,34 @@ def test_structuring_refuses_unknown_keys(value: object) -> None:
 def test_structuring_does_not_coerce_types(data: object, cls: type) -> None:
     with pytest.raises(cattrs.BaseValidationError):
         structure(data, cls)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"files": [{"path": "a.py", "content": "x = 1\n"}]},
+        {"files": []},
+        {"files": [{"path": "a.py", "content": "x"}, {"path": "b.py", "content": ""}]},
+        {"files": [{"path": "a.py", "content": "x", "mode": "755"}]},
+        {"files": [{"path": "a.py"}]},
+        {"files": [{"path": 1, "content": "x"}]},
+        {"files": [{"path": "a.py", "content": None}]},
+        {"files": [["a.py", "x"]]},
+        {"files": ({"path": "a.py", "content": "x"},)},
+        {"files": "a.py"},
+        {"files": [], "note": "extra"},
+        {},
+        ["files"],
+    ],
+)
+def test_a_plan_is_read_exactly_as_the_strict_converter_reads_it(data: object) -> None:
+    from sandboxed_coding_agent.core.contract import plan_from_data
+    from sandboxed_coding_agent.core.errors import PlanRejected
+
+    try:
+        expected: object = structure(data, PatchPlan)
+    except Exception:
+        with pytest.raises(PlanRejected):
+            plan_from_data(data)
+    else:
+        assert plan_from_data(data) == expected
