@@ -54,6 +54,11 @@ class PatchFile:
     content: str = attrs.field(validator=v.instance_of(str))
 
 
+def _as_files(files: Iterable[PatchFile]) -> tuple[PatchFile, ...]:
+    # A typed converter, so that mypy --strict accepts PatchPlan([PatchFile(...)]).
+    return tuple(files)
+
+
 @attrs.frozen
 class PatchPlan:
     """What a planner proposes: whole-file replacements, never a partial edit.
@@ -62,7 +67,7 @@ class PatchPlan:
     """
 
     files: tuple[PatchFile, ...] = attrs.field(
-        converter=tuple,
+        converter=_as_files,
         validator=v.deep_iterable(v.instance_of(PatchFile)),
     )
 

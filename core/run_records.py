@@ -652,8 +652,7 @@ def _recorded_test(
             for path, data in sorted(job.files.items())
             if originals.get(path) != data
         )
-        # mypy reads the field's converter (tuple) as taking an iterable of nothing in particular.
-        tested = PatchPlan(changed)  # type: ignore[arg-type]
+        tested = PatchPlan(changed)
     return RecordedTest(
         plan=tested,
         plan_index=index,

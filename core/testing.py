@@ -106,8 +106,7 @@ def _loaded(host: PluginHost, names: Sequence[str], strict: bool) -> LoadedPlugi
 def patch(*files: tuple[str, str]) -> PatchPlan:
     """A plan replacing each ``(path, text)``."""
     replaced = tuple(PatchFile(path, text) for path, text in files)
-    # mypy reads the field's converter (tuple) as taking an iterable of nothing in particular.
-    return PatchPlan(replaced)  # type: ignore[arg-type]
+    return PatchPlan(replaced)
 
 
 class LoadedPlugin:

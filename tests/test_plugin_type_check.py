@@ -25,8 +25,11 @@ import attrs
 
 from sandboxed_coding_agent.core.errors import Rejection
 from sandboxed_coding_agent.core.hookspecs import hookimpl
-from sandboxed_coding_agent.core.model import PatchPlan, SeedProject
+from sandboxed_coding_agent.core.model import PatchFile, PatchPlan, SeedProject
 from sandboxed_coding_agent.core.protocols import PatchPolicy
+
+# What a plugin's tests write: a plan from a list of files.
+EXAMPLE_PLAN = PatchPlan([PatchFile("calculator.py", "x = 1")])
 
 
 @attrs.frozen
