@@ -532,18 +532,6 @@ def test_disabled_plugins_are_not_loaded(
     )
 
 
-def test_in_process_example_of_the_guide_works(venv: Venv) -> None:
-    guide = (PROJECT / "docs" / "writing-plugins.md").read_text()
-    (snippet,) = [
-        block
-        for block in guide.split("```python\n")[1:]
-        if "PluginHost(entry_points=False, plugins=" in block
-    ]
-    code = snippet.split("```", 1)[0]
-    done = subprocess.run([str(venv.python), "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-
-
 def guide_transcript(section: str) -> list[tuple[list[str], int, list[str]]]:
     """The ``$ agent ...`` commands of a guide section: argv, exit status, lines shown."""
     guide = (PROJECT / "docs" / "writing-plugins.md").read_text()
