@@ -38,9 +38,11 @@ def _note(event: str, args: tuple[object, ...]) -> None:
         os.fsdecode(part) if isinstance(part, (bytes, os.PathLike)) else str(part)
         for part in command
     ]
-    with open(_LOG, "a", encoding="utf-8") as log:
-        log.write(json.dumps(argv) + "\n")
+    # One write to a descriptor opened at start-up: the thread that starts a root caller's
+    # sandbox works in a mount namespace of its own, where the log's folder may be hidden.
+    os.write(_FD, (json.dumps(argv) + "\n").encode())
 
 
 if _LOG is not None:
+    _FD = os.open(_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
     sys.addaudithook(_note)
