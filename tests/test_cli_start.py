@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -111,3 +112,17 @@ def test_the_version_the_agent_reports_is_the_distributions() -> None:
 
     project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
     assert core.__version__ == project["project"]["version"]
+
+
+def test_help_shows_a_plugin_groups_summary_whole() -> None:
+    from sandboxed_coding_agent.plugins.lazycloud import LazyCloudCommands
+
+    done = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from sandboxed_coding_agent.core.cli import main\n"
+         "sys.argv = ['agent', '--help']\nmain()"],
+        capture_output=True, text=True, check=False, env={**os.environ, "COLUMNS": "80"},
+    )  # fmt: skip
+
+    shown = " ".join(done.stdout.split("\n  lazycloud ", 1)[1].split())
+    assert shown.startswith(" ".join(LazyCloudCommands().help.split())), shown

@@ -133,7 +133,7 @@ class _AgentCommands(TyperGroup):
             if name in COMMANDS and name not in self.commands:
                 rows.append((name, COMMANDS[name][2]))
             elif not (command := self.commands[name]).hidden:
-                rows.append((name, command.get_short_help_str(formatter.width)))
+                rows.append((name, command.get_short_help_str(limit=300)))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
