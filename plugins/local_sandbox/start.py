@@ -26,7 +26,10 @@ The launch sequence, in order. Everything before step 4 happens before
 
    The gate inherits the thread's keyring and mount namespace. The starter then
    waits, alive, until the sandbox has been reaped: ``bwrap --die-with-parent``
-   watches the thread that started it, not the agent as a whole.
+   watches the thread that started it, not the agent as a whole. After step b
+   the starter runs no Python code but ``subprocess.Popen`` and that wait: it
+   sees the covered folders empty (an audit hook that writes to a file under
+   one, run by ``Popen``, fails, and so does the start).
 
 2. **Placed.** The gate writes ``0`` ("this process") into each JOIN file: each of
    the sandbox's control groups' ``tasks`` (cgroup v1) or ``cgroup.procs`` (v2)
