@@ -11,9 +11,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import grp
+import json
 import os
 import pwd
+import shutil
 import stat
+import subprocess
 import sys
 import threading
 import time
@@ -23,7 +26,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from conftest import FIXED_CALCULATOR, AgentRun, host_processes_with, wait_until
+from conftest import AGENT, FIXED_CALCULATOR, AgentRun, host_processes_with, wait_until
 from test_sandbox_isolation import hostile, probe_line
 
 from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome, SeedLimits
@@ -414,3 +417,43 @@ def test_patch_can_neither_read_nor_plant_keys_in_the_callers_keyrings() -> None
         assert probe_line(outcome.output, name).startswith(f"PROBE {name}: refused"), name
     assert secret not in outcome.output
     assert user_key(planted) == -1
+
+
+#: ioprio_get(2)'s number by machine; the probe reads the test's own I/O priority class.
+IOPRIO_GET = {"x86_64": 252, "aarch64": 31}
+
+
+@pytest.mark.skipif(
+    not ROOT
+    or os.uname().machine not in IOPRIO_GET
+    or not all(shutil.which(tool) for tool in ("chrt", "nice", "ionice")),
+    reason="starting the agent at a realtime and raised priority needs root, chrt, nice "
+    "and ionice (and a known ioprio_get number)",
+)
+def test_a_sandbox_runs_at_an_ordinary_priority_whatever_the_caller_had(
+    tmp_path: Path, agent_env: dict[str, str]
+) -> None:
+    number = IOPRIO_GET[os.uname().machine]
+    body = f"""
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        io_class = libc.syscall({number}, 1, 0) >> 13
+        probe('priority', lambda: f"{{os.sched_getscheduler(0)}} "
+              f"{{os.getpriority(os.PRIO_PROCESS, 0)}} {{io_class}}")
+    """
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"files": [{"path": "calculator.py", "content": hostile(body)}]}))
+    raised = ["chrt", "-f", "1", "nice", "-n", "-5", "ionice", "-c", "1", "-n", "0"]
+
+    done = subprocess.run(
+        [*raised, str(AGENT), "run", "--plan", str(plan), "--json"],
+        env=agent_env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    seen = probe_line(json.loads(done.stdout)["test_output"], "priority")
+    assert "succeeded" in seen, seen
+    policy, nice, io_class = seen.split("succeeded ", 1)[1].strip("'").split()
+    assert int(policy) == os.SCHED_OTHER, seen  # not SCHED_FIFO (1)
+    assert int(nice) >= 0, seen
+    assert int(io_class) != 1, seen  # not the realtime I/O class

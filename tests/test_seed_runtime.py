@@ -408,3 +408,22 @@ def test_a_runtime_seed_cannot_import_what_the_agents_interpreter_has_installed(
         (folder / f"{name}.pth").unlink()
 
     assert result.tests_passed, result.test_output
+
+
+def test_a_runtime_seeds_test_finds_the_hosts_package_folders_empty(
+    runtime_cache: Path, pytest_seed: SeedProject
+) -> None:
+    # Folders with something in them on the host: each must list empty inside.
+    folders = [f for f in host_site_folders() if os.listdir(f)]
+    if not folders:
+        pytest.skip("no package folder on this machine holds anything")
+    probe = (
+        "import os, sys\n"
+        f"for folder in {folders!r}:\n"
+        "    assert not os.path.isdir(folder) or not os.listdir(folder), folder\n"
+        "    sys.path.append(folder)\n"
+    )
+
+    result = run(pytest_seed, probe + FIXED)
+
+    assert result.tests_passed, result.test_output

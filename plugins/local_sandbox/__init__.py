@@ -168,6 +168,7 @@ class LocalSandbox:
         else:
             runtime = prepare_runtime(job.runtime)
             python, read_only, bin_dirs = runtime.python, list(runtime.read_only), [runtime.bin_dir]
+            hide = list(runtime.hide)
         with _in_memory(job.files) as files, _filter_file(keyring_filter()) as seccomp_fd:
             status = os.pipe()
             argv = build_command(

@@ -152,6 +152,36 @@ def host_site_folders() -> list[str]:
     return sorted({os.path.realpath(f) for f in found if os.path.isdir(f)})
 
 
+def runtime_site_folders(prefixes: Sequence[str], environment: str) -> list[str]:
+    """The global package folders a seed runtime's sandbox sees empty.
+
+    A runtime's environment has no system site packages, so nothing there is on
+    its ``sys.path``; hiding them keeps a test that adds one from finding host
+    packages, as for a seed without a runtime. Found by pattern, since the
+    runtime's Python may be another version than the agent's: each base
+    prefix's ``lib*/python3*/{site,dist}-packages``, and the system's own. A
+    folder holding the runtime's environment is never hidden.
+
+    :param prefixes: the base prefixes of the runtime's interpreter.
+    :param environment: the runtime's virtual environment.
+    """
+    found = [
+        str(folder)
+        for prefix in prefixes
+        for pattern in ("lib*/python3*/site-packages", "lib*/python3*/dist-packages")
+        for folder in Path(os.path.realpath(prefix)).glob(pattern)
+    ]
+    found += [str(folder) for pattern in SYSTEM_SITE_FOLDERS for folder in Path("/").glob(pattern)]
+    inside = os.path.realpath(environment)
+    return sorted(
+        {
+            real
+            for real in map(os.path.realpath, found)
+            if os.path.isdir(real) and not (inside + "/").startswith(real + "/")
+        }
+    )
+
+
 def hidden(folders: Sequence[str]) -> list[str]:
     """Cover each folder with an empty, read-only tmpfs inside the sandbox."""
     args: list[str] = []

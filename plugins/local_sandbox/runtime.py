@@ -18,7 +18,7 @@ from sandboxed_coding_agent.core.seed_runtime import (
     runtime_key,
 )
 
-from .bwrap import installation_folders
+from .bwrap import installation_folders, runtime_site_folders
 
 __all__ = [
     "LocalRuntime",
@@ -43,12 +43,14 @@ class LocalRuntime:
     :ivar bin_dir: its scripts, first on the test's ``PATH``.
     :ivar read_only: the folders the sandbox needs: the environment and what its
         interpreter needs of its installation.
+    :ivar hide: the global package folders the sandbox sees empty.
     """
 
     root: Path
     python: str
     bin_dir: str
     read_only: tuple[str, ...]
+    hide: tuple[str, ...] = ()
 
 
 def prepare_runtime(
@@ -67,4 +69,5 @@ def prepare_runtime(
         python=prepared.python,
         bin_dir=prepared.bin_dir,
         read_only=tuple(sorted({str(prepared.root), *needed})),
+        hide=tuple(runtime_site_folders(prepared.base_prefixes, str(prepared.root))),
     )

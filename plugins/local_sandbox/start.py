@@ -42,10 +42,11 @@ The launch sequence, in order. Everything before step 4 happens before
    checks in ``/proc/PID/cgroup`` that the gate is in every one of the groups
    (:meth:`.SandboxGroups.holds`).
 
-3. **Limited.** The agent sets each rlimit on the waiting gate with
-   ``prlimit(2)``, each lowered to the hard limit the gate already has where
-   that is lower. The gate is still the caller's own user, so this needs no
-   privilege.
+3. **Limited.** The agent gives the waiting gate an ordinary priority
+   (:func:`reset_priority`: normal scheduler, nice 0 or more, I/O priority, OOM
+   score), then sets each rlimit on it with ``prlimit(2)``, each lowered to the
+   hard limit the gate already has where that is lower. The gate is still the
+   caller's own user, so this needs no privilege.
 
    Every process of the sandbox descends from the gate: all of them are in the
    groups and under the limits from their first instruction. Until then the
@@ -276,6 +277,51 @@ def set_rlimits(pid: int, rlimits: Mapping[str, tuple[int, int]]) -> None:
         resource.prlimit(pid, kind, (soft, hard))
 
 
+#: The ioprio_set(2) system call's number, by ``uname -m`` and pointer size in bits.
+IOPRIO_SET_SYSCALL = {
+    ("x86_64", 64): 251,
+    ("aarch64", 64): 30,
+    ("riscv64", 64): 30,
+    ("loongarch64", 64): 30,
+    ("ppc64le", 64): 273,
+    ("ppc64", 64): 273,
+    ("s390x", 64): 282,
+}
+IOPRIO_WHO_PROCESS = 1
+#: "No class": the I/O priority follows the CPU nice value, as for any new process.
+IOPRIO_CLASS_NONE = 0
+
+
+def reset_priority(pid: int) -> None:
+    """Give the process ``pid`` an ordinary priority, whatever it inherited from the caller.
+
+    RLIMIT_RTPRIO and RLIMIT_NICE at 0 stop a sandbox from *taking* a realtime or
+    raised priority; one it inherits would stay (an agent started with ``chrt``,
+    ``nice -n -5``, ``ionice -c1`` or by a service with such settings). So the
+    waiting gate is put back to the normal scheduler, a nice value of 0 or more,
+    the I/O priority that follows it, and an OOM score no lower than 0 (a
+    protected caller's sandbox would otherwise be protected too). Lowering
+    these needs no privilege. The I/O priority is left where the system call's
+    number is not known (the others are portable).
+
+    :raises OSError: the scheduler or the nice value could not be changed.
+    """
+    if os.sched_getscheduler(pid) != os.SCHED_OTHER:
+        os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
+    if os.getpriority(os.PRIO_PROCESS, pid) < 0:
+        os.setpriority(os.PRIO_PROCESS, pid, 0)
+    number = IOPRIO_SET_SYSCALL.get((os.uname().machine, ctypes.sizeof(ctypes.c_void_p) * 8))
+    if number is not None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syscall(number, IOPRIO_WHO_PROCESS, pid, IOPRIO_CLASS_NONE << 13) < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"ioprio_set: {os.strerror(code)}")
+    path = f"/proc/{pid}/oom_score_adj"
+    with open(path, "r+b", buffering=0) as score:
+        if int(score.read()) < 0:
+            score.write(b"0")
+
+
 class _Starter(threading.Thread):
     """The thread a sandbox is started from, alive until the sandbox has been reaped.
 
@@ -394,6 +440,8 @@ def started(
         if not launch.groups.holds(process.pid):
             raise SandboxError("the sandbox is not in every one of its control groups")
         try:
+            # Before the rlimits: RLIMIT_NICE at 0 could refuse the way back to SCHED_OTHER.
+            reset_priority(process.pid)
             set_rlimits(process.pid, launch.rlimits)
         except OSError as error:
             raise SandboxError(f"the sandbox could not take its limits: {error}") from None
