@@ -44,7 +44,7 @@ from .errors import AgentError, PlanRejected, Rejection, UsageError
 from .model import MAX_ATTEMPTS, MAX_CANDIDATES, LimitError, RunResult, TokenUsage
 from .plugins import PluginHost, PluginInfo
 from .provider import API_KEY_ENV
-from .serialization import describe_structure_error, structure, to_json
+from .serialization import describe_structure_error, structure, to_json, to_jsonable
 
 RESULT_FORMAT = 1
 #: What became of a task, in the order the summary lists them.
@@ -286,6 +286,7 @@ def _parse_task(raw: bytes, supported: frozenset[str]) -> BatchTask | None:
         raise ValueError("not JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    _refuse_lone_surrogates(data)
     try:
         task = structure(data, BatchTask)
     except Exception as error:  # cattrs raises a tree of ordinary exceptions
@@ -294,6 +295,18 @@ def _parse_task(raw: bytes, supported: frozenset[str]) -> BatchTask | None:
         if getattr(task, option) is not None and option not in supported:
             raise ValueError(f"{option!r} is not supported by this version of the agent")
     return task
+
+
+def _refuse_lone_surrogates(data: dict[str, Any]) -> None:
+    """Refuse a lone surrogate (a JSON escape such as ``\\udcff``): it is not text, and no
+    file name, prompt, record or results line can hold it."""
+    for key, value in data.items():
+        try:
+            json.dumps({key: value}, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"{key!r} holds a lone surrogate (an escape such as \\udcff), which is not text"
+            ) from None
 
 
 def blank_key(text: str, environ: Mapping[str, str] = os.environ) -> str:
@@ -517,7 +530,7 @@ class ResultsFile:
 
         :returns: the result as written.
         """
-        line = blank_key(to_json(result), self._environ)
+        line = blank_key(_result_line(result), self._environ)
         written = structure(json.loads(line), TaskResult)
         with self._lock:
             self._stream.write(line + "\n")
@@ -529,6 +542,17 @@ class ResultsFile:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self._stream.close()
+
+
+def _result_line(result: TaskResult) -> str:
+    """``result`` as one JSON line that is UTF-8 whatever it holds: text with a lone
+    surrogate (a plugin's message, say) is written with JSON escapes instead."""
+    line = to_json(result)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(to_jsonable(result), ensure_ascii=True)
+    return line
 
 
 def run_tasks(

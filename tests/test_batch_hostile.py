@@ -200,6 +200,60 @@ def test_task_line_with_a_repeated_key_is_refused(run_agent: RunAgent, tmp_path:
     assert out.read_text("utf-8") == ""
 
 
+def test_task_line_holding_a_lone_surrogate_is_a_bad_line_and_the_batch_goes_on(
+    run_agent: RunAgent, tmp_path: Path
+) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        "\n".join(
+            [
+                '{"seed": "./no-such-folder\\udcff"}',
+                '{"seed": "calculator", "prompt": "fix \\udcff"}',
+                '{"seed": "calculator", "planner": "x\\ud800"}',
+                '{"seed": "calculator", "x\\udcff": 1}',
+                json.dumps(MISSING_SEED),
+            ]
+        )
+        + "\n",
+        "utf-8",
+    )
+    out = tmp_path / "results.jsonl"
+
+    run = run_agent("batch", str(tasks), "--out", str(out))
+
+    assert run.returncode == 1, run.stderr
+    assert "Traceback" not in run.stderr
+    assert "internal error" not in run.stderr
+    for line, field in [(1, "'seed'"), (2, "'prompt'"), (3, "'planner'"), (4, "'x\\udcff'")]:
+        assert f"line {line}: {field} holds a lone surrogate" in run.stderr, run.stderr
+    assert [json.loads(x)["id"] for x in out.read_text("utf-8").splitlines()] == ["line-5"]
+
+
+def test_a_result_holding_a_lone_surrogate_is_written_as_utf8_with_json_escapes(
+    tmp_path: Path,
+) -> None:
+    from sandboxed_coding_agent.core.batch import ResultsFile, TaskError, TaskResult
+
+    out = tmp_path / "results.jsonl"
+    result = TaskResult(
+        id="t",
+        line=1,
+        seed="calculator",
+        status="internal-error",
+        seconds=0.5,
+        error=TaskError(kind="internal", message="a plugin said \udcff"),
+    )
+    results = ResultsFile(out, resume=False)
+    try:
+        results.append(result)
+    finally:
+        results.close()
+
+    written = out.read_bytes().decode("utf-8")
+    assert "\\udcff" in written
+    assert json.loads(written)["error"]["message"] == "a plugin said \udcff"
+
+
 def test_a_byte_order_mark_at_the_start_of_the_tasks_file_is_ignored(
     run_agent: RunAgent, tmp_path: Path
 ) -> None:
