@@ -20,6 +20,7 @@ mounted by :func:`~sandboxed_coding_agent.core.commands.mount_plugin_commands`.
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 import warnings
@@ -31,7 +32,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 from typer.core import TyperGroup
 
-from ..errors import UsageError
+from ..errors import EXIT_OUTPUT_CLOSED, UsageError
 from . import terminal
 from .options import DebugOption
 
@@ -116,6 +117,21 @@ class _AgentCommands(TyperGroup):
     command runs; this prints the JSON object a script reading stdout expects,
     and leaves click's message on stderr as it is.
     """
+
+    def main(self, *args: Any, **extra: Any) -> Any:
+        try:
+            return super().main(*args, **extra)
+        except BrokenPipeError:  # click's own message (a usage error) met the closed pipe
+            terminal.discard_output()
+            raise SystemExit(EXIT_OUTPUT_CLOSED) from None
+        except SystemExit as leaving:
+            # Click ends a command whose output pipe closed (`agent --help | true`, a
+            # usage error into `| head`) with 1 after wrapping the streams; the agent's
+            # documented code for that is the one its commands give.
+            wrapped = type(sys.stdout).__name__ == "PacifyFlushWrapper"
+            if leaving.code == 1 and wrapped:
+                raise SystemExit(EXIT_OUTPUT_CLOSED) from None
+            raise
 
     # Contexts are typed loosely: typer versions differ in where their click comes from.
     def list_commands(self, ctx: Any) -> list[str]:
@@ -214,8 +230,29 @@ def _terminate(signum: int, _: FrameType | None) -> NoReturn:
     raise KeyboardInterrupt
 
 
+def _open_standard_streams() -> None:
+    """Put ``/dev/null`` where the caller closed standard input, output or error.
+
+    ``agent ... <&-`` or ``>&-`` leaves that descriptor free, and the next file the
+    agent opens would take its number: output meant for the terminal would go
+    into it, or a child's standard stream would replace it. Output to a closed
+    stream is discarded, as the caller asked; the exit code still gives the verdict.
+    """
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        if getattr(sys, name) is None:  # Python found it closed at start-up
+            setattr(sys, name, open(fd, mode, encoding="utf-8", closefd=False))  # noqa: SIM115
+
+
 def main() -> None:
     """Entry point of the ``agent`` console script."""
+    _open_standard_streams()
     signal.signal(signal.SIGTERM, _terminate)
     warnings.showwarning = terminal.show_warning
     # Plugins' command groups (register_commands), only when the command line may name one.

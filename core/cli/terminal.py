@@ -191,15 +191,20 @@ def _output_closed() -> NoReturn:
     print "Exception ignored ... BrokenPipeError". Sandboxes are gone by then: the
     error unwound through every ``finally`` like any other.
     """
+    discard_output()
+    raise typer.Exit(EXIT_OUTPUT_CLOSED) from None
+
+
+def discard_output() -> None:
+    """Point standard output and error (and a ``--json`` command's) at ``/dev/null``."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
     except OSError:
-        raise typer.Exit(EXIT_OUTPUT_CLOSED) from None
+        return
     for stream in (sys.stdout, sys.stderr, *_json_stdout):
         with contextlib.suppress(OSError, ValueError, AttributeError):
             os.dup2(devnull, stream.fileno())
     os.close(devnull)
-    raise typer.Exit(EXIT_OUTPUT_CLOSED) from None
 
 
 def _fail(

@@ -45,7 +45,7 @@ from .limits import limit_hit, rlimits
 from .process import BoundedOutput, run_sandbox
 from .runtime import prepare_runtime
 from .seccomp import keyring_filter
-from .start import Launch
+from .start import Launch, above_standard, pipe
 from .user import bwrap_folders, sandbox_user
 
 __all__ = [
@@ -75,7 +75,7 @@ def _in_memory(files: Mapping[str, bytes]) -> Iterator[list[tuple[int, str]]]:
     try:
         for relative, data in files.items():
             target = workspace_path(relative)
-            fd = os.memfd_create("seed-file")
+            fd = above_standard(os.memfd_create("seed-file"))
             opened.append((fd, target))
             _write_all(fd, data)
             os.lseek(fd, 0, os.SEEK_SET)
@@ -91,7 +91,7 @@ def _filter_file(program: bytes | None) -> Iterator[int | None]:
     if program is None:
         yield None
         return
-    fd = os.memfd_create("seccomp-filter")
+    fd = above_standard(os.memfd_create("seccomp-filter"))
     try:
         _write_all(fd, program)
         os.lseek(fd, 0, os.SEEK_SET)
@@ -170,7 +170,7 @@ class LocalSandbox:
             python, read_only, bin_dirs = runtime.python, list(runtime.read_only), [runtime.bin_dir]
             hide = list(runtime.hide)
         with _in_memory(job.files) as files, _filter_file(keyring_filter()) as seccomp_fd:
-            status = os.pipe()
+            status = pipe()
             argv = build_command(
                 bwrap,
                 job,

@@ -76,6 +76,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import resource
 import shutil
@@ -267,6 +268,28 @@ def gated(argv: Sequence[str], launch: Launch) -> list[str]:
     return [SHELL, "-c", GATE, "sh", *launch.groups.join_files, "--", *drop, *argv]
 
 
+def above_standard(fd: int) -> int:
+    """``fd``, moved to a number of 3 or more if it is 0, 1 or 2 (the original closed).
+
+    With the agent's standard input, output or error closed, a new descriptor
+    takes that number, and a child process's own input, output and error are
+    put on 0, 1 and 2 over it: a seed file handed to the sandbox as descriptor
+    0 would arrive as the sandbox's input, empty. Every descriptor the sandbox
+    is given goes through this first. The copy is close-on-exec, as the original was.
+    """
+    if fd > 2:
+        return fd
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.close(fd)
+    return moved
+
+
+def pipe() -> tuple[int, int]:
+    """``os.pipe()``, both ends numbered 3 or more (see :func:`above_standard`)."""
+    read, write = os.pipe()
+    return above_standard(read), above_standard(write)
+
+
 def set_rlimits(pid: int, rlimits: Mapping[str, tuple[int, int]]) -> None:
     """Lower the rlimits of the process ``pid``, never above the hard limit it has already."""
     for name, (soft, hard) in rlimits.items():
@@ -416,9 +439,11 @@ def started(
     :raises OSError: the gate could not be started at all.
     :raises SandboxError: it could not join its groups or take its limits.
     """
+    if any(fd < 3 for fd in pass_fds):  # see above_standard
+        raise SandboxError(f"descriptors 0 to 2 cannot be handed to a sandbox: {pass_fds}")
     command = gated(argv, launch)
-    gate, release = os.pipe()
-    heard, placed = os.pipe()
+    gate, release = pipe()
+    heard, placed = pipe()
     starter = _Starter(command, launch, gate, placed, pass_fds)
     process: subprocess.Popen[bytes] | None = None
     try:
