@@ -5,13 +5,9 @@
 
 ``coverage`` runs the suite under coverage.py, the ``agent`` processes the tests
 start included (coverage's ``patch = subprocess``), and prints the report per
-file; the data and an HTML report go to ``build/coverage``. The sandbox's first
-process, ``launch.py``, runs as ``python -I -S launch.py`` with an empty
-environment, where coverage cannot start by itself: for the sandboxes the test
-process starts, this script points the sandbox's ``LAUNCHER`` at a shim that
-starts coverage, runs ``launch.py`` and saves the data before ``launch.py``
-becomes ``bwrap``. Nothing in the agent changes; a sandbox started by an
-``agent`` subprocess runs the real launcher, unmeasured.
+file; the data and an HTML report go to ``build/coverage``. A sandbox is
+started by the agent's own process (no launcher of its own), so its start is
+measured where the agent runs.
 
 ``mutation`` runs mutmut on each module of :data:`MUTATION` with the tests that
 cover it, in a copy of the source under ``build/mutation`` (the working tree is
@@ -29,7 +25,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 COVERAGE = ROOT / "build" / "coverage"
-LAUNCH = ROOT / "plugins" / "local_sandbox" / "launch.py"
 
 #: Module label -> (the files mutated, the tests that must kill their mutants). Sandbox tests
 #: are too slow to run once per mutant; the fast ones named here run in-process.
@@ -47,35 +42,11 @@ MUTATION = {
 }
 MUTATION_WORK = ROOT / "build" / "mutation"
 
-SHIM = """\
-import os, runpy, sys
-sys.path.insert(0, {site!r})
-import coverage
-cov = coverage.Coverage(config_file={rcfile!r}, data_file={data!r}, data_suffix=True)
-cov.start()
-def save():
-    cov.stop()
-    cov.save()
-execve = os.execve
-def saving_execve(*args):
-    save()
-    execve(*args)
-os.execve = saving_execve
-try:
-    runpy.run_path({launch!r}, run_name="__main__")
-finally:
-    save()
-"""
-
 
 def _coverage(pytest_args: list[str]) -> int:
-    import coverage
-
     shutil.rmtree(COVERAGE, ignore_errors=True)
     COVERAGE.mkdir(parents=True)
-    # The launcher saves its data as the sandbox user (nobody, for a root caller).
     data_dir = Path(tempfile.mkdtemp(prefix="agent-coverage-"))
-    data_dir.chmod(0o1777)
     rcfile = COVERAGE / "coveragerc"
     rcfile.write_text(
         "[run]\n"
@@ -86,17 +57,8 @@ def _coverage(pytest_args: list[str]) -> int:
         "[report]\nshow_missing = true\nskip_empty = true\n"
         f"[html]\ndirectory = {COVERAGE / 'html'}\n"
     )
-    shim = COVERAGE / "launch_shim.py"
-    shim.write_text(
-        SHIM.format(
-            site=str(Path(coverage.__file__).parent.parent),
-            rcfile=str(rcfile),
-            data=str(data_dir / ".coverage"),
-            launch=str(LAUNCH),
-        )
-    )
     run = [sys.executable, "-m", "coverage", "run", f"--rcfile={rcfile}"]
-    suite = subprocess.run([*run, __file__, "_suite", str(shim), *pytest_args], check=False)
+    suite = subprocess.run([*run, "-m", "pytest", *(pytest_args or ["tests"])], check=False)
     tool = [sys.executable, "-m", "coverage"]
     subprocess.run([*tool, "combine", f"--rcfile={rcfile}", str(data_dir)], check=True)
     shutil.move(data_dir / ".coverage", COVERAGE / ".coverage")
@@ -118,16 +80,6 @@ def _totals(tool: list[str], report: list[str]) -> None:
             text=True,
         ).stdout.strip()
         print(f"line coverage, {label}: {total}%")
-
-
-def _suite(shim: str, pytest_args: list[str]) -> int:
-    """Run inside ``coverage run``: the suite, the test process's sandboxes through the shim."""
-    import pytest
-
-    from sandboxed_coding_agent.plugins import local_sandbox
-
-    local_sandbox.LAUNCHER = Path(shim)
-    return int(pytest.main(pytest_args or [str(ROOT / "tests")]))
 
 
 def _mutation(labels: list[str]) -> int:
@@ -185,8 +137,6 @@ def main(argv: list[str]) -> int:
     match argv:
         case ["coverage", *rest]:
             return _coverage(rest)
-        case ["_suite", shim, *rest]:
-            return _suite(shim, rest)
         case ["mutation", *rest]:
             return _mutation(rest or list(MUTATION))
     print(__doc__)
