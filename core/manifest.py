@@ -25,6 +25,7 @@ import attrs
 from . import contract, patterns, seed_files
 from .errors import UsageError
 from .model import ALWAYS_TEST_PATHS, LimitError, SeedLimits, SeedProject, SeedRuntime
+from .policy_parameters import INT_RANGE
 from .serialization import describe_structure_error, structure
 
 MANIFEST = "seed.toml"
@@ -134,9 +135,15 @@ def load_seed(
             raise ManifestError(f"{manifest}: {_toml_problem(str(error))}") from None
         except RecursionError:  # tomllib parses nested values recursively
             raise ManifestError(f"{manifest}: values are nested too deeply") from None
+        except ValueError:  # Python's limit on the digits of an integer it reads (4,300)
+            raise ManifestError(f"{manifest}: an integer is outside TOML's 64-bit range") from None
         if _nested_deeper(data, MAX_NESTING):
             raise ManifestError(f"{manifest}: values are nested too deeply")
-        return _Reader(manifest, text, untrusted, root_fd).seed(data, check_policy)
+        reader = _Reader(manifest, text, untrusted, root_fd)
+        out_of_range = _integer_out_of_range(data, ())
+        if out_of_range is not None:
+            raise reader.fail(out_of_range, "an integer outside TOML's 64-bit range")
+        return reader.seed(data, check_policy)
     finally:
         os.close(root_fd)
 
@@ -199,6 +206,27 @@ def _nested_deeper(value: object, levels: int) -> bool:
     else:
         return False
     return levels == 0 or any(_nested_deeper(child, levels - 1) for child in children)
+
+
+def _integer_out_of_range(value: object, key: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The key of an integer TOML 1.0 does not allow (beyond 64 bits), or ``None``.
+
+    tomllib reads any size, but no limit or parameter means one, and one of
+    4,300 digits or more cannot even be written out in a message or a run record.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if value in INT_RANGE else key
+    if isinstance(value, dict):
+        children = [((*key, str(name)), child) for name, child in value.items()]
+    elif isinstance(value, list):  # an item has no key of its own: the list's is named
+        children = [(key, item) for item in value]
+    else:
+        return None
+    for child_key, child in children:
+        found = _integer_out_of_range(child, child_key)
+        if found is not None:
+            return found
+    return None
 
 
 def _toml_problem(message: str) -> str:

@@ -109,7 +109,10 @@ def _within(low: float, *, above: bool = False) -> Callable[[object, Any, float]
         ceiling = LIMIT_CEILINGS[attribute.name]
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise TypeError(f"{attribute.name} must be a number, not {value!r}")
-        if not math.isfinite(value):
+        # Python will not even write out an int of 4,300 digits in this message.
+        if isinstance(value, int) and value.bit_length() > 63:
+            raise LimitError(f"{attribute.name} is an integer outside the 64-bit range")
+        if isinstance(value, float) and not math.isfinite(value):
             raise LimitError(f"{attribute.name} = {value!r} is not a finite number")
         if value < low or (above and value == low):
             bound = f"more than {low}" if above else f"at least {low}"

@@ -358,15 +358,14 @@ class PluginHost:
         self._configured(self.policy(name), parameters)
 
     def _configured(self, policy: PatchPolicy, parameters: Mapping[str, Any]) -> PatchPolicy:
-        declared = declared_parameters(policy)
-        if declared is not None:
-            # Types, unknown keys and required ones, checked here so no policy has to.
-            policy_parameters.check(policy.name, declared, parameters)
+        # Numbers, and for a policy that declares its parameters unknown keys, types and
+        # required ones, checked here so no policy has to.
+        policy_parameters.check(policy.name, declared_parameters(policy), parameters)
         if not parameters:
             return policy
         try:
             configured = policy.configure(parameters)
-        except Exception as error:
+        except (Exception, SystemExit) as error:  # sys.exit() in a plugin must not end the CLI
             raise UsageError(
                 f"policy {policy.name!r} refused its parameters: {_reason(error)}"
             ) from None
@@ -516,10 +515,12 @@ def _is_protocol(cls: type) -> bool:
     return bool(getattr(cls, "_is_protocol", False))
 
 
-def _reason(error: Exception) -> str:
+def _reason(error: BaseException) -> str:
     """A configure() failure as the user should read it."""
     import cattrs
 
+    if isinstance(error, SystemExit):
+        return f"configure() called sys.exit({error.code!r})"
     if isinstance(error, cattrs.BaseValidationError):
         return "; ".join(describe_structure_error(error, root="parameters"))
     if isinstance(error, (ValueError, TypeError)):

@@ -32,11 +32,15 @@ MAX_ARGUMENT_CHARS = 64 * 1024
 MAX_NAME_CHARS = 128
 #: As deep as a seed.toml's values may nest.
 MAX_NESTING = 16
+#: TOML 1.0's integers are 64-bit: a longer one is not a value any policy could mean,
+#: and past 4,300 digits Python cannot even write it out in a message or a run record.
+INT_RANGE = range(-(2**63), 2**63)
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 # Every C0 and C1 control character but the tab: TOML takes none of them outside a
 # multi-line string, and a newline would let one argument add keys of its own.
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 _SHOWN_CHARS = 80
+_OUT_OF_RANGE = "holds an integer outside TOML's 64-bit range"
 
 
 def parse_assignments(arguments: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -101,11 +105,18 @@ def parse_assignment(argument: str) -> tuple[str, str, Any]:
         raise refuse(f"the value {_shown(text)} is not a TOML value{hint}") from None
     except RecursionError:
         raise refuse(f"the value nests more than {MAX_NESTING} levels deep") from None
+    except ValueError:  # Python's limit on the digits of an integer it reads (4,300)
+        raise refuse(
+            f"the value {_shown(text)} holds an integer outside TOML's 64-bit range"
+        ) from None
     if set(parsed) != {"value"}:
         raise refuse(f"the value {_shown(text)} is not one TOML value")
     value = parsed["value"]
     if _depth(value) > MAX_NESTING:
         raise refuse(f"the value nests more than {MAX_NESTING} levels deep")
+    problem = number_problem(value)
+    if problem is not None:
+        raise refuse(f"the value {_shown(text)} {problem}")
     return name, key, value
 
 
@@ -141,12 +152,24 @@ def declaration_problem(declared: object) -> str | None:
     return None
 
 
-def check(policy: str, declared: Sequence[PolicyParameter], given: Mapping[str, Any]) -> None:
+def check(
+    policy: str, declared: Sequence[PolicyParameter] | None, given: Mapping[str, Any]
+) -> None:
     """Raise unless ``given`` fits the declaration: known keys, their types, required ones.
+
+    Whatever the declaration (``None``: the policy declares none), every number
+    must be one a run record can hold: an integer in TOML's 64-bit range, a
+    finite float.
 
     :raises UsageError: one message naming the policy, the key, the expected type
         and the value given.
     """
+    for key, value in given.items():
+        problem = number_problem(value)
+        if problem is not None:
+            raise UsageError(f"policy {policy!r}: parameter {key!r} {problem}")
+    if declared is None:
+        return
     by_name = {parameter.name: parameter for parameter in declared}
     for key, value in given.items():
         parameter = by_name.get(key)
@@ -187,6 +210,24 @@ def value_problem(kind: str, value: object) -> str | None:
     return None if _fits(kind, value) else _what(value)
 
 
+def number_problem(value: object) -> str | None:
+    """What is wrong with a number in ``value`` (nested in lists and tables), or ``None``.
+
+    TOML allows ``nan`` and ``inf``, but JSON, the run record's format, has no
+    way to write them.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return None if value in INT_RANGE else _OUT_OF_RANGE
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"holds {value!r}, not a finite number"
+    children = (
+        value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    )
+    return next((p for child in children if (p := number_problem(child)) is not None), None)
+
+
 def _fits(kind: str, value: object) -> bool:
     if kind == "str":
         return isinstance(value, str)
@@ -194,9 +235,10 @@ def _fits(kind: str, value: object) -> bool:
         # A bool is an int to Python, never to a user.
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == "float":
-        return (
-            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-        )
+        # An integer too big for a float is out of TOML's range, refused before this.
+        if isinstance(value, float):
+            return math.isfinite(value)
+        return isinstance(value, int) and not isinstance(value, bool) and value in INT_RANGE
     if kind == "bool":
         return isinstance(value, bool)
     return isinstance(value, dict)
@@ -236,7 +278,10 @@ def _shown(text: str) -> str:
 
 def _shown_value(value: object) -> str:
     """A TOML value as JSON for a message, bounded (a date or time as its text)."""
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except ValueError:  # an integer of more digits than Python will write
+        return _what(value)
     if len(text) > _SHOWN_CHARS:
         text = text[:_SHOWN_CHARS] + "..."
     return text.encode("utf-8", "backslashreplace").decode()

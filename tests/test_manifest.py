@@ -20,7 +20,14 @@ from sandboxed_coding_agent.core.manifest import (
     load_seed,
     looks_like_path,
 )
-from sandboxed_coding_agent.core.model import PatchFile, PatchPlan, SeedProject, SeedRuntime
+from sandboxed_coding_agent.core.model import (
+    LimitError,
+    PatchFile,
+    PatchPlan,
+    SeedLimits,
+    SeedProject,
+    SeedRuntime,
+)
 from sandboxed_coding_agent.core.plugins import PluginHost
 
 BUGGY = "def mean(values):\n    return sum(values) / (len(values) + 1)\n"
@@ -517,3 +524,33 @@ def test_a_manifest_full_of_escaped_quotes_is_read_in_one_pass() -> None:
 
     assert time.perf_counter() - started < 2
     assert lines[("name",)] == 2
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        ("[limits]\nmemory_mb = " + "1" * 5000 + "\n", "an integer is outside TOML's 64-bit range"),
+        (
+            "[limits]\nmemory_mb = 0x" + "f" * 5000 + "\n",
+            "line 10: limits.memory_mb: an integer outside TOML's 64-bit range",
+        ),
+        (
+            "[limits]\nmemory_mb = 9223372036854775808\n",
+            "line 10: limits.memory_mb: an integer outside TOML's 64-bit range",
+        ),
+        (
+            '[policies.python-ast]\nforbid = ["a", 0x' + "f" * 17 + "]\n",
+            "line 10: policies.python-ast.forbid: an integer outside TOML's 64-bit range",
+        ),
+    ],
+    ids=["5000-digits", "hex-5000", "2-to-the-63", "in-a-list"],
+)
+def test_an_integer_outside_tomls_64_bit_range_is_refused_at_its_line(
+    tmp_path: Path, table: str, expected: str
+) -> None:
+    assert problem(tmp_path, MANIFEST + "\n" + table) == expected
+
+
+def test_seed_limits_refuse_an_integer_too_big_to_show() -> None:
+    with pytest.raises(LimitError, match="memory_mb is an integer outside the 64-bit range"):
+        SeedLimits(memory_mb=16**5000)

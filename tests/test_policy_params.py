@@ -383,3 +383,91 @@ def test_the_parser_splits_at_the_last_dot_before_the_equals_sign() -> None:
 def test_a_key_given_twice_is_refused() -> None:
     with pytest.raises(UsageError, match=r"x\.k is given twice"):
         policy_parameters.parse_assignments(["x.k=1", "x.k=2"])
+
+
+# --- numbers a run record cannot hold -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["1" * 5000, "[" + "1" * 5000 + "]", "0x" + "f" * 5000, "9223372036854775808"],
+    ids=["5000-digits", "in-a-list", "hex-5000", "2-to-the-63"],
+)
+def test_an_integer_outside_tomls_64_bit_range_is_a_usage_error(
+    run_agent: RunAgent, write_plan: WritePlan, value: str
+) -> None:
+    plan = write_plan(plan_with(FIXED_CALCULATOR))
+
+    run = run_agent("validate", str(plan), "--policy-param", f"python-ast.forbid={value}")
+
+    assert run.returncode == 2, run.stderr
+    assert "holds an integer outside TOML's 64-bit range" in run.stderr
+    assert len(run.stderr) < 1000
+
+
+@pytest.mark.parametrize("value", ["nan", "-inf", "[1.0, nan]", "{a = inf}", "1e400"])
+def test_a_value_that_is_not_a_finite_number_is_refused_on_the_command_line(value: str) -> None:
+    with pytest.raises(UsageError, match="not a finite number"):
+        policy_parameters.parse_assignment(f"undeclared.a={value}")
+
+
+@pytest.mark.parametrize(
+    "value", [float("nan"), [float("inf")], {"deep": [-float("inf")]}], ids=["nan", "inf", "deep"]
+)
+def test_a_parameter_of_any_type_refuses_a_number_that_is_not_finite(value: Any) -> None:
+    with pytest.raises(UsageError, match=r"^policy 'undeclared': parameter 'a' holds .*finite"):
+        configured("undeclared", {"a": value})
+
+
+def test_seed_file_parameters_refuse_nan_too(tmp_path: Path, run_agent: RunAgent) -> None:
+    folder = folder_seed(tmp_path, '\n[policies.python-ast]\npaths = ["*.py", nan]\n')
+
+    run = run_agent("seeds", "show", str(folder))
+
+    assert run.returncode == 2, run.stderr
+    assert "line 8: policies.python-ast: policy 'python-ast': parameter 'paths' holds nan" in (
+        run.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "given"),
+    [
+        ("undeclared", {"n": 16**4000}),
+        ("undeclared", {"n": [2**63]}),
+        ("declared", {"label": "x", "ratio": 10**400}),
+        ("declared", {"label": "x", "max_lines": -(2**63) - 1}),
+    ],
+    ids=["undeclared", "undeclared-list", "float-given-10**400", "int-below-range"],
+)
+def test_a_parameter_integer_outside_64_bits_never_reaches_configure(
+    name: str, given: dict[str, Any]
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        configured(name, given)
+
+    assert caught.value.message.startswith(f"policy {name!r}: parameter ")
+    assert caught.value.message.endswith("holds an integer outside TOML's 64-bit range")
+
+
+def test_a_type_message_shows_an_integer_python_cannot_write_out() -> None:
+    assert policy_parameters.value_problem("str", 16**5000) == "an integer"
+    assert policy_parameters._shown_value(16**5000) == "an integer"
+
+
+def test_a_policy_whose_configure_calls_sys_exit_is_a_usage_error() -> None:
+    @attrs.frozen
+    class Exits(Undeclared):
+        name: str = "exits"
+
+        def configure(self, parameters: Mapping[str, Any]) -> Undeclared:
+            raise SystemExit(3)
+
+    host = host_with(Exits())
+
+    with pytest.raises(UsageError) as caught:
+        host.policies_for(SEED, parameters={"exits": {"n": 1}})
+
+    assert caught.value.message == (
+        "policy 'exits' refused its parameters: configure() called sys.exit(3)"
+    )
