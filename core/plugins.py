@@ -47,10 +47,15 @@ T = TypeVar("T")
 
 @attrs.frozen
 class Registered(Generic[T]):
-    """Something a plugin registered, and which plugin it was."""
+    """Something a plugin registered, and which plugin it was.
+
+    :ivar description: the item's description (or a command's help), read once as
+        it was registered: listings show this, never the plugin's object.
+    """
 
     item: T
     plugin: str
+    description: str = ""
 
 
 #: What a plugin registers for users to type: lower case words joined by hyphens.
@@ -292,6 +297,8 @@ class PluginHost:
 
             def register(item: object, _plugin: str = plugin) -> None:
                 name = getattr(item, "name", None)
+                if isinstance(name, str):  # a str subclass's own __str__ is never called
+                    name = str.__str__(name)
                 problem = _item_problem(item, kind, protocol)
                 if problem:
                     self._problem(_plugin, f"registered {problem}; it was ignored")
@@ -304,7 +311,7 @@ class PluginHost:
                         "already provides; it was ignored",
                     )
                 else:
-                    found[name] = Registered(item, _plugin)
+                    found[name] = Registered(item, _plugin, description_of(item))
 
             try:
                 # A folder seed a plugin reads with load_seed is part of the installed
@@ -428,10 +435,9 @@ class PluginHost:
                 kinds.setdefault(registered.plugin, [])
                 if kind not in kinds[registered.plugin]:
                     kinds[registered.plugin].append(kind)
-                about = getattr(registered.item, "description", None)
-                if about is None:
-                    about = getattr(registered.item, "help", "")
-                provided.setdefault(registered.plugin, []).append(Provided(kind, name, str(about)))
+                provided.setdefault(registered.plugin, []).append(
+                    Provided(kind, name, registered.description)
+                )
         infos = []
         for name, origin in self._origins.items():
             if self.manager.is_blocked(name):
@@ -453,6 +459,26 @@ class PluginHost:
                 )
             )
         return infos
+
+
+def description_of(item: object) -> str:
+    """What a plugin's ``item`` says of itself (its ``description``, or a command's
+    ``help``), as plain text whatever the plugin holds there.
+
+    Listings and run records show plugins that are not in use, so nothing one of them
+    holds may end a command: a value that is not text is shown as ``str()`` gives it,
+    and one that raises when read or shown says so instead.
+    """
+    try:
+        about = getattr(item, "description", None)
+        if about is None:
+            about = getattr(item, "help", None)
+        if about is None:
+            return ""
+        # str.__str__ copies a str subclass without calling what the subclass overrides.
+        return str.__str__(about) if isinstance(about, str) else str(about)
+    except (Exception, SystemExit) as error:
+        return f"<unavailable: reading it raised {type(error).__name__}>"
 
 
 def _identifier(name: str) -> str:

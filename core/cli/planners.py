@@ -33,7 +33,7 @@ def rows(
         found.append(
             {
                 "name": name,
-                "description": str(registered.item.description),
+                "description": registered.description,
                 "default": name == default,
                 "plugin": registered.plugin,
                 "distribution": info.distribution,

@@ -26,7 +26,7 @@ def policies_list(as_json: JsonOption = False, debug: DebugOption = False) -> No
                     "name": name,
                     "activation": registered.item.activation,
                     "plugin": registered.plugin,
-                    "description": registered.item.description,
+                    "description": registered.description,
                     # None: the policy does not declare them (its configure checks them).
                     "parameters": None
                     if declared is None

@@ -40,13 +40,22 @@ _INTERRUPTED = "interrupted; the sandbox (if any) was terminated and its workspa
 # Control characters in text the agent does not write itself (a hostile test's output,
 # a model's answer, a seed's description) could move the cursor and overwrite what a
 # person reads, the verdict included; they are shown escaped instead. Newline and tab
-# stay, and so does the carriage return of a CRLF line end.
-_TERMINAL_CONTROL = re.compile(r"\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# stay, and so does the carriage return of a CRLF line end. A lone surrogate (a byte of
+# a file name that is not UTF-8, or a plugin's text) cannot be written as UTF-8 at all:
+# it is shown escaped too, a byte as \xNN.
+_TERMINAL_CONTROL = re.compile(r"\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def for_terminal(text: str) -> str:
-    """``text`` with control characters shown escaped."""
-    return _TERMINAL_CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
+    """``text`` with control characters and lone surrogates shown escaped."""
+    return _TERMINAL_CONTROL.sub(_escaped, text)
+
+
+def _escaped(found: re.Match[str]) -> str:
+    char = found.group()
+    if 0xDC80 <= ord(char) <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    return repr(char)[1:-1]
 
 
 def echo(text: str, err: bool = False) -> None:

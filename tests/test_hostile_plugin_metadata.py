@@ -1,0 +1,177 @@
+"""Whatever an installed plugin's objects hold, the listings and ``agent run`` keep working.
+
+A throwaway distribution (a module and its ``.dist-info`` with an entry point, on
+``PYTHONPATH``) registers planners, runners and a policy whose descriptions and names
+raise when read or shown, are not text, or hold a lone surrogate, a newline or escape
+sequences. None of them is in use, so no command may fail because of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import FIXED_CALCULATOR, AgentRun, plan_json
+
+RunAgent = Callable[..., AgentRun]
+
+PLUGIN = r"""
+import attrs
+
+from sandboxed_coding_agent.core.hookspecs import hookimpl
+
+
+class Boom:
+    def __str__(self):
+        raise RuntimeError("str boom")
+
+    def __repr__(self):
+        raise RuntimeError("repr boom")
+
+
+class Sly(str):
+    def __format__(self, spec):
+        raise RuntimeError("format boom")
+
+    def __str__(self):
+        raise RuntimeError("str boom")
+
+
+@attrs.frozen
+class RaisingDescription:
+    name: str = "raising-description"
+    description: object = Boom()
+
+    def plan(self, request):
+        raise NotImplementedError
+
+
+class LateRaise:
+    reads = 0
+    name = "late-raise"
+
+    @property
+    def description(self):
+        LateRaise.reads += 1
+        if LateRaise.reads > 2:
+            raise RuntimeError("late boom")
+        return "fine at first"
+
+    def plan(self, request):
+        raise NotImplementedError
+
+
+class SlyStrings:
+    name = Sly("sly-strings")
+    description = Sly("a str whose __str__ and __format__ raise")
+
+    def plan(self, request):
+        raise NotImplementedError
+
+
+@attrs.frozen
+class Surrogate:
+    name: str = "surrogate"
+    description: str = "lone \ud800 surrogate and a byte \udcff"
+
+    def plan(self, request):
+        raise NotImplementedError
+
+
+@attrs.frozen
+class NumberDescription:
+    name: str = "number-description"
+    description: object = 42
+
+    def run_test(self, job):
+        raise NotImplementedError
+
+
+@attrs.frozen
+class RaisingPolicy:
+    name: str = "raising-policy"
+    description: object = Boom()
+    activation: str = "off"
+
+    def configure(self, parameters):
+        return self
+
+    def check(self, plan, seed):
+        return []
+
+
+@hookimpl
+def register_planners(register):
+    register(RaisingDescription())
+    register(LateRaise())
+    register(SlyStrings())
+    register(Surrogate())
+
+
+@hookimpl
+def register_runners(register):
+    register(NumberDescription())
+
+
+@hookimpl
+def register_policies(register):
+    register(RaisingPolicy())
+"""
+
+
+@pytest.fixture
+def hostile_env(tmp_path: Path) -> dict[str, str]:
+    """``PYTHONPATH`` for an ``agent`` that finds the distribution ``hostile-plugin`` 0.1."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "hostile_plugin.py").write_text(textwrap.dedent(PLUGIN), encoding="utf-8")
+    dist = site / "hostile_plugin-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: hostile-plugin\nVersion: 0.1\n", encoding="utf-8"
+    )
+    (dist / "entry_points.txt").write_text(
+        "[sandboxed_coding_agent]\nhostile_plugin = hostile_plugin\n", encoding="utf-8"
+    )
+    path = [str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {"PYTHONPATH": os.pathsep.join(path)}
+
+
+def listed(run: AgentRun) -> AgentRun:
+    assert run.returncode == 0, run.stderr
+    assert "internal error" not in run.stderr
+    return run
+
+
+@pytest.mark.parametrize("command", ["planners", "runners", "plugins", "policies"])
+def test_listings_show_a_plugin_whose_descriptions_and_names_raise_or_are_not_text(
+    run_agent: RunAgent, hostile_env: dict[str, str], command: str
+) -> None:
+    text = listed(run_agent(command, "list", env=hostile_env))
+    as_json = listed(run_agent(command, "list", "--json", env=hostile_env))
+
+    json.loads(as_json.stdout)  # whole, and valid UTF-8
+    if command in ("planners", "plugins"):
+        assert "<unavailable: reading it raised RuntimeError>" in text.stdout
+        assert "lone \\ud800 surrogate and a byte \\xff" in text.stdout
+        assert "fine at first" in text.stdout
+        assert "a str whose __str__ and __format__ raise" in text.stdout
+    if command in ("runners", "plugins"):
+        assert "42" in text.stdout
+    if command == "policies":
+        assert "raising-policy" in text.stdout
+
+
+def test_a_run_is_untouched_by_a_plugin_not_in_use_whose_descriptions_raise(
+    run_agent: RunAgent, hostile_env: dict[str, str], write_plan: Callable[..., Path]
+) -> None:
+    plan = write_plan(plan_json(("calculator.py", FIXED_CALCULATOR)))
+
+    run = run_agent("run", "--plan", str(plan), "--seed", "calculator", env=hostile_env)
+
+    assert run.returncode == 0, run.stderr
+    assert "tests passed (test exit code: 0)" in run.stdout
