@@ -58,6 +58,9 @@ class Registered(Generic[T]):
     description: str = ""
 
 
+#: The longest description of a plugin's item that listings and records keep.
+MAX_DESCRIPTION_CHARS = 1000
+
 #: What a plugin registers for users to type: lower case words joined by hyphens.
 CONVENTIONAL_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
@@ -467,7 +470,8 @@ def description_of(item: object) -> str:
 
     Listings and run records show plugins that are not in use, so nothing one of them
     holds may end a command: a value that is not text is shown as ``str()`` gives it,
-    and one that raises when read or shown says so instead.
+    one that raises when read or shown says so instead, and a long one is cut at
+    :data:`MAX_DESCRIPTION_CHARS`.
     """
     try:
         about = getattr(item, "description", None)
@@ -476,9 +480,11 @@ def description_of(item: object) -> str:
         if about is None:
             return ""
         # str.__str__ copies a str subclass without calling what the subclass overrides.
-        return str.__str__(about) if isinstance(about, str) else str(about)
+        text = str.__str__(about) if isinstance(about, str) else str(about)
     except (Exception, SystemExit) as error:
         return f"<unavailable: reading it raised {type(error).__name__}>"
+    # A description is one line of a listing, not a place to keep megabytes.
+    return text if len(text) <= MAX_DESCRIPTION_CHARS else text[:MAX_DESCRIPTION_CHARS] + "..."
 
 
 def _identifier(name: str) -> str:

@@ -247,3 +247,15 @@ def test_replay_counts_a_record_without_a_seed_hash_as_a_changed_seed(
         return
     assert_usage_error(refused, "has changed since run", "the record holds no hash of them")
     assert forced.returncode == 0, forced.stderr
+
+
+@pytest.mark.parametrize("command", ["diff", "replay"])
+def test_a_recorded_seed_folder_with_a_line_break_is_named_on_the_errors_one_line(
+    record: dict[str, Any], agent_env: dict[str, str], tmp_path: Path, command: str
+) -> None:
+    record["seed"]["name"] = "not-installed"
+    record["seed"]["root"] = "/nonexistent\x1b[2J\nFAKE LINE"
+
+    done = agent(agent_env, command, save(tmp_path, record))
+
+    assert_usage_error(done, "/nonexistent\\x1b[2J\\nFAKE LINE")

@@ -23,6 +23,7 @@ PLUGIN = r"""
 import attrs
 
 from sandboxed_coding_agent.core.hookspecs import hookimpl
+from sandboxed_coding_agent.core.model import Finding
 
 
 class Boom:
@@ -104,8 +105,49 @@ class RaisingPolicy:
         return []
 
 
+@attrs.frozen
+class SplitName:
+    name: str = "split\nFORGED planner line"
+    description: str = "first\nFORGED description line"
+
+    def plan(self, request):
+        raise NotImplementedError
+
+
+@attrs.frozen
+class LongDescription:
+    name: str = "long-description"
+    description: str = "B" * 100_000
+
+    def run_test(self, job):
+        raise NotImplementedError
+
+
+@attrs.frozen
+class SplitFinding:
+    name: str = "split-finding"
+    description: str = "a check whose finding holds line breaks"
+
+    def run(self, context=None):
+        return [
+            Finding(
+                "split\nFORGED item",
+                ok=False,
+                required=False,
+                detail="detail\nFORGED detail line",
+                fix="fix\nFORGED fix line",
+            )
+        ]
+
+
+@hookimpl
+def register_checks(register):
+    register(SplitFinding())
+
+
 @hookimpl
 def register_planners(register):
+    register(SplitName())
     register(RaisingDescription())
     register(LateRaise())
     register(SlyStrings())
@@ -115,6 +157,7 @@ def register_planners(register):
 @hookimpl
 def register_runners(register):
     register(NumberDescription())
+    register(LongDescription())
 
 
 @hookimpl
@@ -175,3 +218,59 @@ def test_a_run_is_untouched_by_a_plugin_not_in_use_whose_descriptions_raise(
 
     assert run.returncode == 0, run.stderr
     assert "tests passed (test exit code: 0)" in run.stdout
+
+
+@pytest.mark.parametrize("command", ["planners", "runners", "plugins", "policies"])
+def test_listings_keep_a_plugins_names_and_descriptions_on_their_own_lines(
+    run_agent: RunAgent, hostile_env: dict[str, str], command: str
+) -> None:
+    text = listed(run_agent(command, "list", env=hostile_env))
+
+    assert not [line for line in text.stdout.splitlines() if line.startswith("FORGED")]
+    if command in ("planners", "plugins"):
+        assert "split\\nFORGED planner line" in text.stdout
+        assert "first\\nFORGED description line" in text.stdout
+    if command in ("runners", "plugins"):
+        assert "B" * 1000 + "..." in text.stdout
+        assert "B" * 1001 not in text.stdout
+
+
+def test_doctor_keeps_a_findings_item_detail_and_fix_on_their_lines(
+    run_agent: RunAgent, hostile_env: dict[str, str]
+) -> None:
+    run = run_agent("doctor", "--no-planner", env=hostile_env)
+
+    assert "internal error" not in run.stderr
+    assert "split\\nFORGED item" in run.stdout
+    assert "detail\\nFORGED detail line" in run.stdout
+    assert "fix\\nFORGED fix line" in run.stdout
+    assert not [line for line in run.stdout.splitlines() if line.startswith("FORGED")]
+
+
+def test_seeds_show_keeps_a_folder_name_with_a_line_break_on_its_lines(
+    run_agent: RunAgent, tmp_path: Path
+) -> None:
+    folder = tmp_path / "seed\nFORGED line"
+    folder.mkdir()
+    (folder / "calculator.py").write_text(FIXED_CALCULATOR, encoding="utf-8")
+    (folder / "check_calculator.py").write_text("import calculator\n", encoding="utf-8")
+    (folder / "seed.toml").write_text(
+        textwrap.dedent(
+            """\
+            name = "split"
+            description = "a seed in a folder whose name holds a line break"
+            files = ["*.py"]
+            tests = ["check_*.py"]
+            editable = ["calculator.py"]
+            test_command = ["python", "check_calculator.py"]
+            default_prompt = "Fix add."
+            """
+        ),
+        encoding="utf-8",
+    )
+
+    run = run_agent("seeds", "show", str(folder))
+
+    assert run.returncode == 0, run.stderr
+    assert f"root:           {tmp_path}/seed\\nFORGED line\n" in run.stdout
+    assert not [line for line in run.stdout.splitlines() if line.startswith("FORGED")]

@@ -9,7 +9,7 @@ import typer
 
 from ..errors import EXIT_TESTS_PASSED, UsageError
 from .options import DEFAULT_PLANNER, DEFAULT_RUNNER, DebugOption, JsonOption
-from .terminal import echo, for_terminal, load_plugins, print_json, reporting
+from .terminal import echo, load_plugins, one_line, print_json, reporting
 
 if TYPE_CHECKING:
     from ..model import Finding
@@ -89,9 +89,9 @@ def _print_findings(findings: Sequence[Finding], all_ready: bool) -> None:
     colours = {"OK": "green", "WARN": "yellow", "FAIL": "red"}
     for finding in findings:
         verdict = typer.style(f"{finding.verdict:<4}", fg=colours[finding.verdict], bold=True)
-        typer.echo(verdict + for_terminal(f"  {finding.item:<{width}}  {finding.detail}"))
+        typer.echo(verdict + one_line(f"  {finding.item:<{width}}  {finding.detail}"))
         if finding.fix and not finding.ok:
-            echo(f"      {'':<{width}}  fix: {finding.fix}")
+            echo(one_line(f"      {'':<{width}}  fix: {finding.fix}"))
     failed = sum(1 for f in findings if f.required and not f.ok)
     typer.echo(
         "\nready: every required item is OK"

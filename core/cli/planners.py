@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .options import DEFAULT_PLANNER, DebugOption, JsonOption, group
-from .terminal import echo, load_plugins, print_json, reporting
+from .terminal import echo, load_plugins, one_line, print_json, reporting
 
 if TYPE_CHECKING:
     from ..plugins import PluginHost, Registered
@@ -57,6 +57,6 @@ def show(
         return
     for row in listed:
         chosen = "default; " if row["default"] else ""
-        echo(f"{row['name']}  ({chosen}{host.describe(row['plugin'])})")
-        echo(f"  {row['description']}")
+        echo(one_line(f"{row['name']}  ({chosen}{host.describe(row['plugin'])})"))
+        echo(f"  {one_line(row['description'])}")
     echo(f"\nSelect one with: agent run {option} NAME")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .options import DebugOption, JsonOption, group
-from .terminal import echo, load_plugins, print_json, reporting
+from .terminal import echo, load_plugins, one_line, print_json, reporting
 
 app = group("Installed plugins.")
 
@@ -28,12 +28,12 @@ def plugins_list(as_json: JsonOption = False, debug: DebugOption = False) -> Non
             source = f"{info.distribution} {info.version}".strip()
             provides = ", ".join(info.kinds) or "nothing registered"
             status = "" if info.status == "loaded" else f" {info.status.upper()}"
-            echo(f"{info.name}  [{provides}]{status}")
-            echo(f"  from {source}: {info.location}")
+            echo(one_line(f"{info.name}  [{provides}]{status}"))
+            echo(f"  from {one_line(f'{source}: {info.location}')}")
             for item in info.provides:
                 if item.kind in ("planner", "runner", "policy"):
-                    echo(f"  {item.kind} {item.name}: {item.description}")
+                    echo(f"  {item.kind} {one_line(f'{item.name}: {item.description}')}")
             if info.problem:
-                echo(f"  problem: {info.problem}")
+                echo(f"  problem: {one_line(info.problem)}")
             for problem in info.naming_problems:
-                echo(f"  note: {problem}")
+                echo(f"  note: {one_line(problem)}")

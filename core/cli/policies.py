@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from .options import DebugOption, JsonOption, group
-from .terminal import echo, load_plugins, print_json, reporting
+from .terminal import echo, load_plugins, one_line, print_json, reporting
 
 app = group("Policies that check plans before a sandbox.")
 
@@ -47,8 +47,12 @@ def policies_list(as_json: JsonOption = False, debug: DebugOption = False) -> No
             return
         when = {"always": "always on", "on": "on by default", "off": "off by default"}
         for row in rows:
-            echo(f"{row['name']}  ({when[row['activation']]}; {host.describe(row['plugin'])})")
-            echo(f"  {row['description']}")
+            echo(
+                one_line(
+                    f"{row['name']}  ({when[row['activation']]}; {host.describe(row['plugin'])})"
+                )
+            )
+            echo(f"  {one_line(row['description'])}")
             if row["parameters"]:
                 echo(f"  parameters (--policy-param {row['name']}.KEY=VALUE):")
                 _print_parameters(row["parameters"])
@@ -71,6 +75,8 @@ def _print_parameters(parameters: list[dict[str, Any]]) -> None:
             notes.append(f"default {default}")
         note = f" ({'; '.join(notes)})" if notes else ""
         echo(
-            f"    {parameter['name']:<{name_width}}  {parameter['type']:<{type_width}}  "
-            f"{parameter['description']}{note}"
+            one_line(
+                f"    {parameter['name']:<{name_width}}  {parameter['type']:<{type_width}}  "
+                f"{parameter['description']}{note}"
+            )
         )

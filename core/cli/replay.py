@@ -53,7 +53,7 @@ def replay(
             terminal.print_json({"run_id": record.run_id, "matches": all_match, "tests": tests})
         else:
             for test in replayed:
-                terminal.echo(_describe(test))
+                terminal.echo(terminal.one_line(_describe(test)))
             terminal.echo(
                 f"run {record.run_id}: "
                 + ("every verdict matches" if all_match else "verdicts DIFFER from the record")

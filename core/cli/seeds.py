@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .options import DebugOption, JsonOption, group
-from .terminal import echo, load_plugins, print_json, reporting
+from .terminal import echo, load_plugins, one_line, print_json, reporting
 
 if TYPE_CHECKING:
     from ..model import SeedProject
@@ -76,10 +76,10 @@ def seeds_list(as_json: JsonOption = False, debug: DebugOption = False) -> None:
             print_json(rows, indent=2)
             return
         for row in rows:
-            echo(f"{row['name']}  ({row['source']})")
-            echo(f"  {row['description']}")
-            echo(f"  editable: {', '.join(row['editable_paths'])}")
-            echo(f"  test:     {' '.join(row['test_command'])}")
+            echo(one_line(f"{row['name']}  ({row['source']})"))
+            echo(f"  {one_line(row['description'])}")
+            echo(f"  editable: {one_line(', '.join(row['editable_paths']))}")
+            echo(f"  test:     {one_line(' '.join(row['test_command']))}")
         typer.echo("\nA folder with a seed.toml is a seed too: agent run --seed ./path/to/folder")
 
 
@@ -124,7 +124,7 @@ def seeds_show(
             f"runtime:        {_describe_runtime(row['runtime'])}",
             f"policies:       {'; '.join(policies) or row['applied_policies_problem']}",
         ]
-        echo("\n".join(lines))
+        echo("\n".join(map(one_line, lines)))
 
 
 def _plain(value: object) -> object:

@@ -58,14 +58,22 @@ def _escaped(found: re.Match[str]) -> str:
     return repr(char)[1:-1]
 
 
+def one_line(text: str) -> str:
+    """``text`` as :func:`for_terminal` shows it, with line breaks escaped too: for a field
+    of one line (a name, a path, a message), which outside text must not split into lines
+    of its own making."""
+    return for_terminal(text).replace("\r", "\\r").replace("\n", "\\n")
+
+
 def echo(text: str, err: bool = False) -> None:
     """Print text meant for a person, with control characters shown escaped."""
     typer.echo(for_terminal(text), err=err)
 
 
 def say(message: str) -> None:
-    """One line of progress or warning on stderr, as ``agent: MESSAGE``."""
-    echo(f"agent: {message}", err=True)
+    """One line of progress or warning on stderr, as ``agent: MESSAGE`` (a line break in
+    ``MESSAGE`` shown escaped)."""
+    echo(f"agent: {one_line(message)}", err=True)
 
 
 #: The real stdout while a ``--json`` command works with file descriptor 1 on stderr.
@@ -237,7 +245,13 @@ def _fail(
         )
         if value
     ]
-    say(f"{error.kind} error: {error.message}" + (f" ({', '.join(ids)})" if ids else ""))
+    message, reasons = error.message, []
+    if isinstance(error, PlanRejected):  # a line per reason, each reason on its one line
+        message = error.message.split("\n", 1)[0]
+        reasons = [f"  {one_line(rejection.describe())}" for rejection in error.rejections]
+    say(f"{error.kind} error: {message}" + (f" ({', '.join(ids)})" if ids else ""))
+    for reason in reasons:
+        echo(reason, err=True)
     if error.planner_task_id and has_record(error.planner_task_id):
         say(f"every attempt is recorded: agent logs {error.planner_task_id}")
     raise typer.Exit(EXIT_CODES[error.kind])
