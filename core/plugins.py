@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 import pluggy
 
-from . import __version__, contract, hookspecs, manifest, policy_parameters
+from . import __version__, contract, hookspecs, manifest, policy_parameters, seed_files
 from .errors import UsageError
 from .model import SeedProject
 from .protocols import Check, CommandGroup, PatchPolicy, Planner, PolicyParameter, Runner
@@ -339,9 +339,17 @@ class PluginHost:
         """
         if manifest.looks_like_path(name):
             # A folder named on the command line may come from anyone (a downloaded tarball).
-            return manifest.load_seed(
+            seed = manifest.load_seed(
                 name, check_policy=self.check_policy_parameters, untrusted=True
             )
+            if not contract.is_utf8(str(seed.root)):
+                # Its run record, results and messages hold the folder's path as text.
+                raise UsageError(
+                    f"the seed folder {seed_files.shown_name(str(seed.root))} has a path that "
+                    "is not valid UTF-8, so a run on it could not be recorded; rename the "
+                    "folder (or the folder above it whose name is not UTF-8)"
+                )
+            return seed
         return _pick(self.seeds, name, "seed", "agent seeds list").item
 
     def seed_source(self, name: str) -> str:

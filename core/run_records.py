@@ -493,9 +493,9 @@ def run_recorded(
 
     Every plan the planner proposes and every test the runner runs is noted on
     the way; the record is written when the run ends, in a result or an error,
-    and the result carries its ``run_id``. A record that cannot be written is a
-    warning: the run's outcome stands. ``options`` go to ``orchestrator.run``
-    as they are.
+    and the result carries its ``run_id`` when the record was kept. A record that
+    cannot be written is a warning: the run's outcome stands. ``options`` go to
+    ``orchestrator.run`` as they are.
     """
     run_id = run_id or new_run_id()
     lock = threading.Lock()
@@ -519,7 +519,6 @@ def run_recorded(
             **options,
         )
         result = attrs.evolve(result, run_id=run_id)
-        return result
     except AgentError as failure:
         error = RecordedError(
             kind=failure.kind,
@@ -547,13 +546,17 @@ def run_recorded(
             result=result,
             error=error,
         )
-        _keep(record, environ)
+        kept = _keep(record, environ)
+    # No run ID for a record that is not there: agent replay would not find it.
+    return result if kept else attrs.evolve(result, run_id=None)
 
 
-def _keep(record: RunRecord, environ: Mapping[str, str]) -> None:
+def _keep(record: RunRecord, environ: Mapping[str, str]) -> bool:
+    """Write ``record``; whether it was kept."""
     # The record helps replay and investigate; failing to keep it must not fail the run.
     try:
         write_run_record(record, environ)
+        return True
     except (OSError, ValueError) as problem:
         reason = getattr(problem, "strerror", None) or str(problem)
         warnings.warn(
@@ -562,6 +565,7 @@ def _keep(record: RunRecord, environ: Mapping[str, str]) -> None:
             AgentWarning,
             stacklevel=3,
         )
+        return False
 
 
 def _record(

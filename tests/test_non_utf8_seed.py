@@ -113,3 +113,66 @@ def test_a_seed_that_leaves_the_file_out_runs(
     assert run.returncode == 0, run.stderr
     sent = provider.requests[0].json()["messages"][1]["content"]
     assert "bad" not in sent
+
+
+def clean_folder_named(tmp_path: Path, name: bytes) -> Path:
+    """A folder seed, every file named in UTF-8, in a folder called ``name``."""
+    folder = Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), name)))
+    folder.mkdir()
+    for file in ("calculator.py", "check_calculator.py"):
+        shutil.copyfile(calculator_seed().root / file, folder / file)
+    (folder / "seed.toml").write_text(MANIFEST.format(files='"*.py"'), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("command", ["run", "validate", "seeds show"])
+def test_a_seed_folder_whose_path_is_not_utf8_is_refused_naming_it_escaped(
+    tmp_path: Path, run_agent: RunAgent, write_plan: Callable[..., Path], command: str
+) -> None:
+    folder = clean_folder_named(tmp_path, b"folder\xff")
+    plan = str(write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]}))
+    args = {
+        "run": ["run", "--plan", plan, "--seed", str(folder)],
+        "validate": ["validate", plan, "--seed", str(folder)],
+        "seeds show": ["seeds", "show", str(folder)],
+    }[command]
+
+    run = run_agent(*args)
+
+    assert run.returncode == 2, run.stderr
+    assert f"the seed folder '{tmp_path}/folder\\xff' has a path that is not valid UTF-8" in (
+        run.stderr
+    )
+    assert "sandbox" not in run.stdout
+    assert "Traceback" not in run.stderr
+
+
+def test_the_summary_gives_no_run_id_for_a_record_that_could_not_be_kept(
+    tmp_path: Path, run_agent: RunAgent, write_plan: Callable[..., Path]
+) -> None:
+    plan = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
+    not_a_folder = tmp_path / "state-is-a-file"
+    not_a_folder.write_text("", encoding="utf-8")
+
+    run = run_agent(
+        "run",
+        "--plan",
+        str(plan),
+        "--seed",
+        "calculator",
+        env={"XDG_STATE_HOME": str(not_a_folder)},
+    )
+    as_json = run_agent(
+        "run",
+        "--plan",
+        str(plan),
+        "--seed",
+        "calculator",
+        "--json",
+        env={"XDG_STATE_HOME": str(not_a_folder)},
+    )
+
+    assert run.returncode == 0, run.stderr
+    assert "could not be kept" in run.stderr
+    assert "run ID" not in run.stdout
+    assert as_json.json()["run_id"] is None
