@@ -21,7 +21,9 @@ from __future__ import annotations
 import ast
 import builtins
 import fnmatch
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import functools
+import re
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -83,6 +85,11 @@ FORBIDDEN_ATTRIBUTES = frozenset(
 )
 
 _PARAMETERS = ("forbid", "also_forbid", "allow", "paths")
+#: Far above any real list (the built-in one has 35 entries); a seed folder or a command
+#: line with more is a mistake, or an attempt to make every check slow.
+MAX_ITEMS = 1000
+#: Far longer than any dotted name a module exports.
+MAX_ENTRY_CHARS = 256
 _BUILTIN_NAMES = frozenset({*dir(builtins), "__builtins__"})
 
 
@@ -96,6 +103,9 @@ class PythonAstPolicy:
     * ``also_forbid``: adds to it.
     * ``allow``: takes entries out of it (each must be in it).
     * ``paths``: which plan files to check (patterns; default ``["**/*.py"]``).
+
+    Each list holds at most :data:`MAX_ITEMS` entries, each name at most
+    :data:`MAX_ENTRY_CHARS` characters, so that a seed cannot make every check slow.
     """
 
     name: str = NAME
@@ -122,12 +132,20 @@ class PythonAstPolicy:
         if unknown:
             raise ValueError(f"unknown parameter {unknown[0]!r} (known: {', '.join(_PARAMETERS)})")
         given = {key: _strings(key, value) for key, value in parameters.items()}
-        forbidden = list(given.get("forbid", self.forbidden))
-        forbidden += [name for name in given.get("also_forbid", ()) if name not in forbidden]
+        for key in ("forbid", "also_forbid", "allow"):
+            for name in given.get(key, ()):
+                if len(name) > MAX_ENTRY_CHARS:
+                    raise ValueError(
+                        f"{key}: an entry of {len(name):,} characters; at most {MAX_ENTRY_CHARS}"
+                    )
+        # A dict keeps the entries' order (the first that matches is the one reported)
+        # and makes each step of this linear in the number of entries.
+        forbidden = dict.fromkeys(given.get("forbid", self.forbidden))
+        forbidden.update(dict.fromkeys(given.get("also_forbid", ())))
         for name in given.get("allow", ()):
             if name not in forbidden:
                 raise ValueError(f"allow: {name!r} is not forbidden, so it cannot be allowed")
-            forbidden.remove(name)
+            del forbidden[name]
         for pattern in given.get("paths", ()):
             problem = patterns.pattern_problem(pattern)
             if problem:
@@ -153,7 +171,7 @@ class PythonAstPolicy:
             )
             return
         reported: set[str] = set()
-        for line, rule, what, entry in _uses(tree, self.forbidden):
+        for line, rule, what, entry in _uses(tree, _Forbidden.of(tuple(self.forbidden))):
             if entry in reported:
                 continue
             reported.add(entry)
@@ -168,16 +186,65 @@ class PythonAstPolicy:
 def _strings(key: str, value: object) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise TypeError(f"{key}: expected a list of non-empty strings")
+    if len(value) > MAX_ITEMS:
+        raise ValueError(f"{key}: {len(value):,} entries; at most {MAX_ITEMS:,}")
     return tuple(value)
 
 
-def _forbidden_entry(name: str, forbidden: Sequence[str]) -> str | None:
-    for entry in forbidden:
-        if name == entry or name.startswith(entry + "."):
-            return entry
-        if "*" in entry and fnmatch.fnmatchcase(name, entry):
-            return entry
-    return None
+@attrs.frozen(eq=False)
+class _Forbidden:
+    """The forbidden entries, indexed so that looking a name up does not try each in turn.
+
+    A name is forbidden by the first entry (in the list's order) that is the name,
+    a dotted prefix of it, or (holding ``*``) a pattern matching it.
+    """
+
+    order: dict[str, int]
+    #: One alternative per pattern entry, in order: the first that matches is the first entry.
+    patterns: re.Pattern[str] | None
+    pattern_entries: tuple[str, ...]
+    #: For each dotted prefix of an entry, the first entry under it (``from os import *``).
+    first_under: dict[str, str]
+    longest: int
+
+    @staticmethod
+    @functools.lru_cache(maxsize=16)
+    def of(forbidden: tuple[str, ...]) -> _Forbidden:
+        order: dict[str, int] = {}
+        first_under: dict[str, str] = {}
+        for index, entry in enumerate(forbidden):
+            order.setdefault(entry, index)
+            for position, char in enumerate(entry):
+                if char == ".":
+                    first_under.setdefault(entry[:position], entry)
+        wildcards = tuple(entry for entry in order if "*" in entry)
+        # The empty group closing each alternative names the entry that matched: a group
+        # around each whole alternative would make every failed one cost ten times as much.
+        alternatives = "|".join(
+            f"(?:{fnmatch.translate(entry)})(?P<entry{index}>)"
+            for index, entry in enumerate(wildcards)
+        )
+        return _Forbidden(
+            order,
+            re.compile(alternatives) if wildcards else None,
+            wildcards,
+            first_under,
+            max(map(len, forbidden), default=0),
+        )
+
+    def entry(self, name: str) -> str | None:
+        """The entry that forbids ``name``, or ``None``."""
+        found = [name] if name in self.order else []
+        # Each dotted prefix no longer than the longest entry.
+        end = name.find(".", 0, self.longest + 1)
+        while end >= 0:
+            if name[:end] in self.order:
+                found.append(name[:end])
+            end = name.find(".", end + 1, self.longest + 1)
+        matched = self.patterns.match(name) if self.patterns is not None else None
+        if matched is not None and matched.lastgroup is not None:
+            found.append(self.pattern_entries[int(matched.lastgroup.removeprefix("entry"))])
+        return min(found, key=self.order.__getitem__, default=None)
 
 
 def _aliases(tree: ast.AST) -> dict[str, str]:
@@ -219,13 +286,17 @@ def _dotted(node: ast.AST, aliases: Mapping[str, str]) -> str | None:
     return ".".join(reversed(parts))
 
 
-def _uses(tree: ast.AST, forbidden: Sequence[str]) -> Iterator[tuple[int, str, str, str]]:
+def _uses(tree: ast.AST, forbidden: _Forbidden) -> Iterator[tuple[int, str, str, str]]:
     """(line, rule, what, forbidden entry) for each forbidden import or use, in source order."""
     aliases = _aliases(tree)
     found: list[tuple[int, str, str, str]] = []
 
+    entries: dict[str, str | None] = {}  # a name used a thousand times is looked up once
+
     def note(node: ast.AST, rule: str, name: str, what: str) -> None:
-        entry = _forbidden_entry(name, forbidden)
+        if name not in entries:
+            entries[name] = forbidden.entry(name)
+        entry = entries[name]
         if entry is not None:
             found.append((getattr(node, "lineno", 0), rule, what, entry))
 
@@ -236,8 +307,7 @@ def _uses(tree: ast.AST, forbidden: Sequence[str]) -> Iterator[tuple[int, str, s
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for alias in node.names:
                 if alias.name == "*":
-                    reachable = [e for e in forbidden if e.startswith(node.module + ".")]
-                    name = reachable[0] if reachable else node.module
+                    name = forbidden.first_under.get(node.module, node.module)
                     note(node, "forbidden-import", name, f"imports * from {node.module}")
                 else:
                     full = f"{node.module}.{alias.name}"

@@ -8,6 +8,7 @@ refuses really do fool the test when the policy is off.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,70 @@ def test_bad_parameters_are_refused_with_the_parameter_named(
         (ValueError, TypeError), match=message.replace("*", r"\*").replace(".", r"\.")
     ):
         POLICY.configure(parameters)
+
+
+@pytest.mark.parametrize("key", ["forbid", "also_forbid", "allow", "paths"])
+def test_a_list_of_more_than_a_thousand_entries_is_refused(key: str) -> None:
+    with pytest.raises(ValueError, match=f"^{key}: 1,001 entries; at most 1,000$"):
+        POLICY.configure({key: [f"m{i}" for i in range(1001)]})
+
+
+def test_an_entry_longer_than_any_dotted_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="also_forbid: an entry of 257 characters; at most 256"):
+        POLICY.configure({"also_forbid": ["a" * 257]})
+
+
+def test_a_seed_folder_with_too_many_entries_is_refused_at_once(
+    tmp_path: Path, run_agent: Callable[..., AgentRun]
+) -> None:
+    for name in ("calculator.py", "check_calculator.py"):
+        (tmp_path / name).write_bytes((SEED.root / name).read_bytes())
+    entries = json.dumps([f"m{i}*" for i in range(14_000)])
+    (tmp_path / "seed.toml").write_text(
+        'name = "many"\ndescription = "d"\ntests = ["check_*.py"]\n'
+        'editable = ["calculator.py"]\ntest_command = ["python", "check_calculator.py"]\n'
+        f'default_prompt = "Fix add."\n[policies.python-ast]\nforbid = {entries}\n'
+    )
+
+    run = run_agent("seeds", "show", str(tmp_path))
+
+    assert run.returncode == 2, run.stderr
+    assert "refused its parameters: forbid: 14,000 entries; at most 1,000" in run.stderr
+
+
+def test_an_entry_given_twice_is_allowed_by_one_allow() -> None:
+    policy = POLICY.configure({"forbid": ["json", "json", "os"], "also_forbid": ["os"]})
+
+    assert policy.forbidden == ("json", "os")
+    assert found("import json\n", policy.configure({"allow": ["json"]})) == []
+
+
+def test_the_first_matching_entry_in_the_lists_order_is_reported() -> None:
+    source = "import os\nos.system('id')\n"
+
+    assert found(source, POLICY.configure({"forbid": ["os.*", "os.system"]})) == [
+        ("forbidden-name", "os.*")
+    ]
+    assert found(source, POLICY.configure({"forbid": ["os.system", "os.*"]})) == [
+        ("forbidden-name", "os.system")
+    ]
+    assert found(source, POLICY.configure({"forbid": ["o*", "os"]})) == [("forbidden-import", "o*")]
+
+
+def test_a_thousand_wildcard_entries_cost_about_what_ten_do() -> None:
+    source = "".join(f"y = len.a{i}\nimport m{i}x\n" for i in range(4000))
+    assert len(source) > 80_000
+
+    def seconds(entries: int) -> float:
+        policy = POLICY.configure({"forbid": [f"m{i}*" for i in range(entries)]})
+        start = time.perf_counter()
+        assert check(source, policy)
+        return time.perf_counter() - start
+
+    few, many = min(seconds(10) for _ in range(2)), seconds(1000)
+
+    # Trying each entry in turn for each name took 40 times as long (8 seconds).
+    assert many < 3 * few + 0.3, (few, many)
 
 
 def test_policy_is_registered_off_by_default() -> None:
