@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
+from .options import DebugOption
+
 if TYPE_CHECKING:
     from ..batch import TaskLine, TaskResult
 
@@ -37,11 +39,12 @@ def batch(
         Path,
         typer.Option(
             "--out",
+            metavar="FILE",
             help="Results file: one JSON line per finished task, written as each finishes.",
             dir_okay=False,
         ),
     ],
-    jobs: Annotated[int, typer.Option(min=1, max=64, help="Tasks run at once.")] = 4,
+    jobs: Annotated[int, typer.Option(min=1, max=64, metavar="J", help="Tasks run at once.")] = 4,
     resume: Annotated[
         bool,
         typer.Option("--resume", help="Skip the tasks whose result is already in --out."),
@@ -49,9 +52,7 @@ def batch(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the summary as one JSON object on stdout.")
     ] = False,
-    debug: Annotated[
-        bool, typer.Option("--debug", help="Show the traceback of any error.")
-    ] = False,
+    debug: DebugOption = False,
 ) -> None:
     """Run a file of tasks, a few at once, one result line per task; resumable."""
     from .. import batch as batching

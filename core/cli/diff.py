@@ -7,15 +7,15 @@ from typing import Annotated
 
 import typer
 
+from .options import DebugOption
+
 
 def diff(
     run: Annotated[
         str,
         typer.Argument(metavar="RUN_ID|FILE", help="A run ID (run-...) or a run record file."),
     ],
-    debug: Annotated[
-        bool, typer.Option("--debug", help="Show the traceback of any error.")
-    ] = False,
+    debug: DebugOption = False,
 ) -> None:
     """Print the patch a recorded run chose, as a diff `git apply` accepts."""
     from .. import run_records

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from .options import DebugOption, JsonOption
+
 
 def replay(
     run: Annotated[
@@ -14,21 +16,21 @@ def replay(
     ],
     seed: Annotated[
         str | None,
-        typer.Option(help="Replay on this seed (name or folder) instead of the recorded one."),
+        typer.Option(
+            metavar="NAME|FOLDER",
+            help="Replay on this seed (name or folder) instead of the recorded one.",
+        ),
     ] = None,
     runner: Annotated[
-        str | None, typer.Option(help="Test runner (default: the one the run used).")
+        str | None,
+        typer.Option(metavar="NAME", help="Test runner (default: the one the run used)."),
     ] = None,
     force: Annotated[
         bool,
         typer.Option("--force", help="Replay even when the seed's files changed since the run."),
     ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")
-    ] = False,
-    debug: Annotated[
-        bool, typer.Option("--debug", help="Show the traceback of any error.")
-    ] = False,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
 ) -> None:
     """Re-test a recorded run's plans in fresh sandboxes; exit 0 when every verdict matches."""
     from .. import replay as replaying

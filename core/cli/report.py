@@ -10,17 +10,18 @@ from typing import Annotated
 
 import typer
 
+from .options import DebugOption
+
 
 def report(
     results: Annotated[
         Path, typer.Argument(help="A results file written by `agent batch`.", dir_okay=False)
     ],
     html: Annotated[
-        Path, typer.Option("--html", help="Write the HTML report here.", dir_okay=False)
+        Path,
+        typer.Option("--html", metavar="FILE", help="Write the HTML report here.", dir_okay=False),
     ],
-    debug: Annotated[
-        bool, typer.Option("--debug", help="Show the traceback of any error.")
-    ] = False,
+    debug: DebugOption = False,
 ) -> None:
     """Write a batch's results as a self-contained HTML report (no network resources)."""
     from .. import records
