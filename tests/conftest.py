@@ -210,6 +210,31 @@ class AgentRun:
         return [argv for argv in self.processes if any(Path(a).name == "bwrap" for a in argv)]
 
 
+def install_plugin(
+    site: Path, distribution: str, version: str, entry_points: Mapping[str, str]
+) -> dict[str, str]:
+    """Put a ``.dist-info`` for ``distribution`` in ``site``, declaring the agent's
+    ``entry_points`` (name -> module), as ``pip install --target`` leaves one; the
+    plugin's modules are the caller's to write there.
+
+    Plain ``.dist-info`` folders are enough for ``importlib.metadata`` to find their
+    entry points on ``PYTHONPATH``; no installer needed.
+
+    :returns: the ``PYTHONPATH`` of an ``agent`` that finds it (``site`` first).
+    """
+    info = site / f"{distribution.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n", encoding="utf-8"
+    )
+    declared = "".join(f"{name} = {module}\n" for name, module in entry_points.items())
+    (info / "entry_points.txt").write_text(
+        f"[sandboxed_coding_agent]\n{declared}", encoding="utf-8"
+    )
+    path = [str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {"PYTHONPATH": os.pathsep.join(path)}
+
+
 def processes_started(log: Path) -> tuple[tuple[str, ...], ...]:
     """The command lines an ``agent`` run with ``AGENT_TEST_PROCESS_LOG=log`` started."""
     try:

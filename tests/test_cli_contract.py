@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import AGENT, AgentRun, FakeProvider, wait_until
+from conftest import AGENT, AgentRun, FakeProvider, install_plugin, wait_until
 
 RunAgent = Callable[..., AgentRun]
 
@@ -134,8 +134,7 @@ def crashing_plugins(tmp_path: Path) -> dict[str, str]:
     """A site folder with a runner that crashes, a plugin that cannot be imported and one
     that prints (itself, and through a process it starts).
 
-    Plain ``.dist-info`` folders are enough for ``importlib.metadata`` to find their
-    entry points on ``PYTHONPATH``; no installer needed.
+    Each is a plain ``.dist-info`` (see ``install_plugin``).
     """
     site = tmp_path / "site"
     site.mkdir()
@@ -161,17 +160,12 @@ def crashing_plugins(tmp_path: Path) -> dict[str, str]:
     (site / "chatty_plugin.py").write_text(
         "import os\nprint('chatty plugin imported')\nos.system('echo chatty subprocess')\n"
     )
-    for distribution, entry_points in {
-        "crashing_runner": "crashing = crashing_runner",
-        "unimportable_plugin": "unimportable = unimportable_plugin",
-        "chatty_plugin": "chatty = chatty_plugin",
+    for module, name in {
+        "crashing_runner": "crashing",
+        "unimportable_plugin": "unimportable",
+        "chatty_plugin": "chatty",
     }.items():
-        info = site / f"{distribution}-0.1.0.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(
-            f"Metadata-Version: 2.1\nName: {distribution.replace('_', '-')}\nVersion: 0.1.0\n"
-        )
-        (info / "entry_points.txt").write_text(f"[sandboxed_coding_agent]\n{entry_points}\n")
+        install_plugin(site, module.replace("_", "-"), "0.1.0", {name: module})
     return {"PYTHONPATH": str(site)}
 
 

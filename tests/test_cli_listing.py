@@ -8,13 +8,12 @@ policy, a policy whose name breaks the convention, and a doctor check.
 
 from __future__ import annotations
 
-import os
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import AgentRun
+from conftest import AgentRun, install_plugin
 
 RunAgent = Callable[..., AgentRun]
 
@@ -110,16 +109,7 @@ def plugin_env(tmp_path: Path) -> dict[str, str]:
     site = tmp_path / "site"
     site.mkdir()
     (site / "listing_plugin.py").write_text(textwrap.dedent(PLUGIN), encoding="utf-8")
-    dist = site / "listing_plugin-0.3.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: listing-plugin\nVersion: 0.3\n", encoding="utf-8"
-    )
-    (dist / "entry_points.txt").write_text(
-        "[sandboxed_coding_agent]\nlisting_plugin = listing_plugin\n", encoding="utf-8"
-    )
-    path = [str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
-    return {"PYTHONPATH": os.pathsep.join(path)}
+    return install_plugin(site, "listing-plugin", "0.3", {"listing_plugin": "listing_plugin"})
 
 
 def test_planners_list_shows_every_planner_with_its_plugin_and_distribution(

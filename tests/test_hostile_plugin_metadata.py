@@ -9,13 +9,12 @@ sequences. None of them is in use, so no command may fail because of them.
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import FIXED_CALCULATOR, AgentRun, plan_json
+from conftest import FIXED_CALCULATOR, AgentRun, install_plugin, plan_json
 
 RunAgent = Callable[..., AgentRun]
 
@@ -172,16 +171,7 @@ def hostile_env(tmp_path: Path) -> dict[str, str]:
     site = tmp_path / "site"
     site.mkdir()
     (site / "hostile_plugin.py").write_text(textwrap.dedent(PLUGIN), encoding="utf-8")
-    dist = site / "hostile_plugin-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: hostile-plugin\nVersion: 0.1\n", encoding="utf-8"
-    )
-    (dist / "entry_points.txt").write_text(
-        "[sandboxed_coding_agent]\nhostile_plugin = hostile_plugin\n", encoding="utf-8"
-    )
-    path = [str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
-    return {"PYTHONPATH": os.pathsep.join(path)}
+    return install_plugin(site, "hostile-plugin", "0.1", {"hostile_plugin": "hostile_plugin"})
 
 
 def listed(run: AgentRun) -> AgentRun:

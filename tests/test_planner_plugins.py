@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import API_KEY, FIXED_CALCULATOR, AgentRun
+from conftest import API_KEY, FIXED_CALCULATOR, AgentRun, install_plugin
 
 RunAgent = Callable[..., AgentRun]
 
@@ -69,14 +69,7 @@ def plugin_site(tmp_path: Path) -> Path:
     site = tmp_path / "site"
     site.mkdir()
     (site / "scripted_planner.py").write_text(PLANNER)
-    info = site / "scripted_planner-0.1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: scripted-planner\nVersion: 0.1.0\n"
-    )
-    (info / "entry_points.txt").write_text(
-        "[sandboxed_coding_agent]\nscripted_planner = scripted_planner\n"
-    )
+    install_plugin(site, "scripted-planner", "0.1.0", {"scripted_planner": "scripted_planner"})
     return site
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from conftest import install_plugin
 
 from sandboxed_coding_agent.core.errors import PlanRejected
 from sandboxed_coding_agent.core.testing import (
@@ -117,10 +118,7 @@ def test_load_distribution_loads_an_installed_plugin_and_no_other(
     site = tmp_path / "site"
     site.mkdir()
     (site / "no_todo_plugin.py").write_text(POLICY)
-    info = site / "no_todo_plugin-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: no-todo-plugin\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[sandboxed_coding_agent]\nno_todo = no_todo_plugin\n")
+    install_plugin(site, "no-todo-plugin", "1.0", {"no_todo": "no_todo_plugin"})
     monkeypatch.syspath_prepend(str(site))
 
     plugin = load_distribution("no-todo-plugin")
