@@ -226,3 +226,18 @@ def test_a_plan_is_read_exactly_as_the_strict_converter_reads_it(data: object) -
             plan_from_data(data)
     else:
         assert plan_from_data(data) == expected
+
+
+def test_a_field_outside_init_is_left_out_as_the_converter_leaves_it_out() -> None:
+    import attrs
+
+    from sandboxed_coding_agent.core.serialization import converter, to_jsonable
+
+    @attrs.frozen
+    class Derived:
+        given: tuple[str, ...]
+        count: int = attrs.field(init=False, default=0)
+
+    value = Derived(("a", "b"))
+
+    assert to_jsonable(value) == converter().unstructure(value) == {"given": ["a", "b"]}
