@@ -204,13 +204,22 @@ class _TooSlow(Exception):
     pass
 
 
+class _Encoded(Exception):
+    """The answer came content-encoded (gzip, ...), though the planner asked for identity."""
+
+    def __init__(self, encoding: str, status: int) -> None:
+        super().__init__(encoding)
+        self.encoding = encoding
+        self.status = status
+
+
 def _attempt(
     client: httpx.Client, call: PlannerCall, body: dict[str, Any], waited: float
 ) -> _Answer | str:
     """One POST, logged: the provider's answer, or what went wrong with a connection.
 
-    :raises ProviderError: the provider was too slow or its answer too large; neither
-        is worth another attempt.
+    :raises ProviderError: the provider was too slow, or its answer too large or
+        content-encoded; none is worth another attempt.
     """
     import httpx
 
@@ -242,6 +251,14 @@ def _attempt(
         )
         log(too_large.status, "too-large", problem)
         raise call.error(problem) from None
+    except _Encoded as encoded:
+        problem = (
+            "the provider's answer is encoded (Content-Encoding: "
+            f"{call.quoted(encoded.encoding)}) although the planner asked for identity; "
+            "it was not read"
+        )
+        log(encoded.status, "encoded", problem)
+        raise call.error(problem) from None
     except (httpx.TransportError, httpx.StreamError) as error:
         problem = _network_problem(error, call.settings.completions_url)
         log(None, "connection-error", problem)
@@ -271,13 +288,19 @@ def _post(
     }
     url = call.settings.completions_url
     with client.stream("POST", url, content=content, headers=headers) as response:
+        # httpx decodes gzip and deflate (br and zstd too, when installed), stacked as well,
+        # whatever was asked for: a few KB on the wire can inflate to gigabytes.
+        encoding = response.headers.get("content-encoding", "")
+        if encoding.strip().lower() not in ("", "identity"):
+            raise _Encoded(encoding, response.status_code)
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
             raise _TooLarge(f"it announced {int(declared):,} bytes", response.status_code)
         # The read timeout bounds each wait for data; this bounds a body trickling in.
         deadline = time.monotonic() + call.options.timeout_seconds
         received = bytearray()
-        for chunk in response.iter_bytes():
+        # Raw bytes as they came (de-chunked, never decoded), so the bound is on the wire.
+        for chunk in response.iter_raw():
             received += chunk
             if len(received) > MAX_RESPONSE_BYTES:
                 raise _TooLarge("it kept sending past the bound", response.status_code)
