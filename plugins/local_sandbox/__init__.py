@@ -44,7 +44,7 @@ from .checks import LocalSandboxCheck
 from .limits import limit_hit, rlimits
 from .process import BoundedOutput, run_sandbox
 from .runtime import prepare_runtime
-from .seccomp import keyring_filter
+from .seccomp import sandbox_filter
 from .start import Launch, above_standard, pipe
 from .user import bwrap_folders, sandbox_user
 
@@ -169,7 +169,10 @@ class LocalSandbox:
             runtime = prepare_runtime(job.runtime)
             python, read_only, bin_dirs = runtime.python, list(runtime.read_only), [runtime.bin_dir]
             hide = list(runtime.hide)
-        with _in_memory(job.files) as files, _filter_file(keyring_filter()) as seccomp_fd:
+        with (
+            _in_memory(job.files) as files,
+            _filter_file(sandbox_filter(memory_group="memory" in groups.groups)) as seccomp_fd,
+        ):
             status = pipe()
             argv = build_command(
                 bwrap,

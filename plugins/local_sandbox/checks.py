@@ -54,6 +54,22 @@ def keyctl():
     if libc.syscall(number, 0, -4, 0) < 0:  # KEYCTL_GET_KEYRING_ID of the user keyring
         return errno.errorcode.get(ctypes.get_errno(), "?")
     return "allowed"
+def unmapped_memory():
+    # What RLIMIT_AS cannot see: a memfd's pages and a SysV segment's.
+    import ctypes
+    try:
+        os.close(os.memfd_create("probe"))
+        found = {"memfd_create": "allowed"}
+    except OSError as error:
+        found = {"memfd_create": errno.errorcode.get(error.errno, str(error.errno))}
+    number = {"x86_64": 29, "aarch64": 194}.get(os.uname().machine)  # shmget
+    if number is not None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syscall(number, 0, 4096, 0o1600) < 0:  # IPC_PRIVATE, IPC_CREAT | 0600
+            found["shmget"] = errno.errorcode.get(ctypes.get_errno(), "?")
+        else:
+            found["shmget"] = "allowed"
+    return found
 # What a seed without a runtime could import besides the standard library and its files.
 STDLIB = {sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib"), os.getcwd(), ""}
 EXTRA = sorted(
@@ -65,6 +81,7 @@ EXTRA = sorted(
 print(json.dumps({
     "importable": EXTRA,
     "keyctl": keyctl(),
+    "unmapped_memory": unmapped_memory(),
     "rlimits": {name: resource.getrlimit(getattr(resource, name))[0]
                 for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC")},
     "disk": {path: size(path) for path in ("/workspace", "/tmp", "/dev/shm")},
@@ -173,6 +190,39 @@ def _user_findings(answer: dict[str, object], user: SandboxUser | None) -> Itera
     )
 
 
+def _memory_finding(answer: dict[str, object], groups: SandboxGroups) -> Finding:
+    """How the memory limit holds: a memory group counts every page of the sandbox; without
+    one, RLIMIT_AS counts what is mapped and the filter refuses what would hold pages unmapped."""
+    rlimits = answer["rlimits"]
+    assert isinstance(rlimits, dict)
+    if rlimits.get("RLIMIT_AS") != SeedLimits().memory_mb * MIB:  # the probe ran with the defaults
+        return Finding("limit memory", ok=False, detail=f"RLIMIT_AS not in force: {rlimits}")
+    if "memory" in groups.groups:
+        return Finding(
+            "limit memory",
+            ok=True,
+            detail="RLIMIT_AS per process and a memory cgroup for the whole sandbox",
+        )
+    only = f"RLIMIT_AS per process only (no memory cgroup: {groups.problems.get('memory')})"
+    tried = answer.get("unmapped_memory")
+    refused = isinstance(tried, dict) and bool(tried) and set(tried.values()) == {"ENOSYS"}
+    if refused:
+        return Finding(
+            "limit memory",
+            ok=True,
+            detail=f"{only}; memfd_create and SysV IPC fail with ENOSYS inside, since "
+            "RLIMIT_AS does not count the pages they hold",
+        )
+    return Finding(
+        "limit memory",
+        ok=False,
+        detail=f"{only}; memory held outside any mapping is NOT bounded ({tried}): "
+        "a patch could fill a memfd or a SysV segment past the limit",
+        fix=CGROUP_FIX,
+        required=False,
+    )
+
+
 def _limit_findings(
     answer: dict[str, object], groups: SandboxGroups, user: SandboxUser | None
 ) -> Iterator[Finding]:
@@ -188,18 +238,7 @@ def _limit_findings(
     yield Finding("limit timeout", ok=True, detail="the agent kills the whole sandbox at the limit")
     yield Finding("limit output", ok=True, detail="the agent stops the sandbox past the limit")
 
-    memory_rlimit = rlimit("RLIMIT_AS", limits.memory_mb * MIB)
-    if "memory" in groups.groups:
-        memory_detail = "RLIMIT_AS per process and a memory cgroup for the whole sandbox"
-    else:
-        memory_detail = (
-            f"RLIMIT_AS per process only (no memory cgroup: {groups.problems.get('memory')})"
-        )
-    yield Finding(
-        "limit memory",
-        ok=memory_rlimit,
-        detail=memory_detail if memory_rlimit else f"RLIMIT_AS not in force: {rlimits}",
-    )
+    yield _memory_finding(answer, groups)
 
     if "pids" in groups.groups:
         yield Finding("limit processes", ok=True, detail="a pids cgroup with pids.max")
