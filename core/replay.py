@@ -18,7 +18,7 @@ import attrs
 from . import orchestrator, run_records
 from .errors import PlanRejected, UsageError
 from .model import SeedProject
-from .plugins import PluginHost
+from .plugins import PluginHost, declared_parameters
 from .protocols import PatchPolicy, Runner
 from .run_records import RunRecord, seed_hash
 
@@ -90,49 +90,120 @@ def recorded_seed(host: PluginHost, record: RunRecord, seed: str | None = None) 
 def replay_policies(host: PluginHost, record: RunRecord, seed: SeedProject) -> list[PatchPolicy]:
     """Every policy a run on ``seed`` would apply today (``always`` and ``on`` ones, and
     those the seed switches on, with its parameters), and each recorded policy as well,
-    with its recorded parameters: a record can add checks, never take one away.
+    configured as the run configured it: a record can add checks, never take one away.
 
-    :raises UsageError: a recorded policy is not installed, or does not take its
-        recorded parameters.
+    :raises UsageError: a recorded policy is not installed, is recorded twice, or its
+        recorded fields do not pass the checks a seed's parameters for it would (see
+        :func:`_rebuilt`).
     """
     today = host.policies_for(seed)
     applied = {(a.name, _canonical(a.parameters)) for a in map(run_records.applied, today)}
     chosen = list(today)
+    recorded_names: set[str] = set()
     for recorded in record.policies:
-        if (recorded.name, _canonical(recorded.parameters)) in applied:
-            continue
-        chosen.append(_rebuilt(host.policy(recorded.name), recorded.parameters, record.run_id))
-        applied.add((recorded.name, _canonical(recorded.parameters)))
+        policy = host.policy(recorded.name)
+        # A run applies each installed policy once: more would only make every check slower.
+        if recorded.name in recorded_names:
+            raise UsageError(
+                f"run {record.run_id} recorded policy {recorded.name!r} twice; "
+                "a run applies each policy once"
+            )
+        recorded_names.add(recorded.name)
+        if (recorded.name, _canonical(recorded.parameters)) not in applied:
+            chosen.append(_rebuilt(host, policy, recorded.parameters, record.run_id))
     return chosen
 
 
-def _canonical(parameters: Mapping[str, Any]) -> str:
+def _canonical(parameters: object) -> str:
     return json.dumps(parameters, sort_keys=True)
 
 
-def _rebuilt(policy: PatchPolicy, parameters: Mapping[str, Any], run_id: str) -> PatchPolicy:
-    """``policy`` with the field values the record kept (JSON arrays back as tuples)."""
-    if not parameters:
+#: What every policy has and a record leaves out (see :func:`run_records.applied`).
+_NOT_RECORDED = frozenset({"name", "description", "activation"})
+#: Fields a built-in policy keeps under another name than the parameter that sets them:
+#: python-ast keeps the names its ``forbid`` parameter gives as ``forbidden`` (``also_forbid``
+#: and ``allow`` only change that list, so ``forbid`` alone gives it back).
+_PARAMETER_OF_FIELD: Mapping[str, Mapping[str, str]] = {"python-ast": {"forbidden": "forbid"}}
+_SHOWN_CHARS = 80
+
+
+def _rebuilt(
+    host: PluginHost, policy: PatchPolicy, fields: Mapping[str, Any], run_id: str
+) -> PatchPolicy:
+    """``policy`` configured with what the record kept, through the checks a seed's
+    ``[policies.NAME]`` table goes through: the declared parameters' types, then
+    ``configure()``. Anyone can hand over a record, so it is trusted no further than a seed.
+
+    A record keeps a policy's fields (what ``configure()`` made of its parameters), so each
+    field is given as the parameter of its name (python-ast's ``forbidden`` as ``forbid``);
+    a field no parameter sets must hold the policy's own value. The configured policy must
+    then have every recorded field, or the replay would not check what the run checked.
+
+    :raises UsageError: one line naming the run, the policy and the problem.
+    """
+    if not fields:
         return policy
-    problem = "it keeps no fields"
-    if attrs.has(type(policy)):
-        try:
-            return attrs.evolve(  # type: ignore[misc]
-                policy, **{key: _tuples(value) for key, value in parameters.items()}
+
+    def refuse(problem: str) -> UsageError:
+        return UsageError(
+            f"run {run_id} recorded policy {policy.name!r} with parameters it does not take "
+            f"({problem})"
+        )
+
+    if not attrs.has(type(policy)):
+        raise refuse("it keeps no fields")
+    all_fields = attrs.fields(type(policy))  # type: ignore[arg-type]
+    known = {field.name for field in all_fields} - _NOT_RECORDED
+    own = run_records.applied(policy).parameters
+    declared = declared_parameters(policy)
+    takes = None if declared is None else {parameter.name for parameter in declared}
+    renamed = _PARAMETER_OF_FIELD.get(policy.name, {})
+    parameters: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key not in known:
+            raise refuse(f"it has no field {_shown(key)}")
+        parameter = renamed.get(key, key)
+        if takes is not None and parameter not in takes:
+            if _canonical(value) == _canonical(own.get(key)):
+                continue  # its own value: nothing to configure
+            raise refuse(f"its field {key!r} differs from its own, and no parameter sets it")
+        if takes is None and _canonical(value) == _canonical(own.get(key)):
+            continue  # undeclared parameters: configure() sees only what the run changed
+        if parameter in parameters:
+            raise refuse(f"two of its fields would both be its parameter {parameter!r}")
+        parameters[parameter] = value
+    try:
+        configured = host._configured(policy, parameters)
+    except UsageError as error:
+        problem = _problem(error.message, policy.name)
+        for key, parameter in renamed.items():
+            if key in fields and parameter in problem:
+                problem += f"; the record's field {key!r} is its parameter {parameter!r}"
+        raise refuse(problem) from None
+    kept = run_records.applied(configured).parameters
+    for key, value in fields.items():
+        if key not in kept or _canonical(kept[key]) != _canonical(value):
+            raise refuse(
+                f"its parameters do not give back the recorded field {key!r}, so a replay "
+                "would not check what the run checked"
             )
-        except (TypeError, ValueError) as error:
-            problem = str(error)
-    raise UsageError(
-        f"run {run_id} recorded policy {policy.name!r} with parameters it does not take ({problem})"
-    )
+    return configured
 
 
-def _tuples(value: object) -> object:
-    if isinstance(value, list):
-        return tuple(_tuples(item) for item in value)
-    if isinstance(value, dict):
-        return {key: _tuples(item) for key, item in value.items()}
-    return value
+def _problem(message: str, name: str) -> str:
+    """A message of the seed's checks, without the policy's name the caller gives first."""
+    for prefix in (f"policy {name!r} refused its parameters: ", f"policy {name!r}: "):
+        if message.startswith(prefix):
+            return message.removeprefix(prefix)
+    if message.startswith(f"policy {name!r} "):
+        # "has no parameter ...", "needs parameter ...; give it in the seed's ...".
+        return "it " + message.removeprefix(f"policy {name!r} ").split("; give it in ")[0]
+    return message
+
+
+def _shown(text: str) -> str:
+    """A key from the record, quoted and bounded for a one-line message."""
+    return repr(text[:_SHOWN_CHARS]) + ("..." if len(text) > _SHOWN_CHARS else "")
 
 
 def replay(
