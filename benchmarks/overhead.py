@@ -6,7 +6,11 @@ busier affects them alike):
 
 * ``sandbox``: the local runner alone, in-process (bwrap, limits, capture,
   cleanup), to the calculator's test run directly by the same Python in a fresh
-  copy of the seed (what a developer would do by hand). Target: 1.3x.
+  copy of the seed (what a developer would do by hand). Target: 1.3x. The sandbox's
+  PID 1 is the harness; this job names no framework, so it only supervises.
+* ``sandbox with report and guard``: the same, as ``agent run`` tests a plan:
+  the harness runs unittest in-process under the guard (audit hook, framework
+  snapshot) and signs each test's outcome, which the agent verifies. Target: 1.3x.
 * ``agent run --plan``: the whole command as a fresh process (start-up,
   plugins, policies, sandbox, run record) to the same direct test. Target: 3.5x.
 * ``agent run`` with a provider: against an OpenAI-compatible server on
@@ -44,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from sandboxed_coding_agent.core.model import SandboxJob
+from sandboxed_coding_agent.core.verdict import harness_for, verified
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
 
@@ -59,6 +64,7 @@ PLAIN_ENVIRONMENT = {
 #: figure -> (reference, target ratio or None)
 FIGURES: dict[str, tuple[str, float | None]] = {
     "sandbox": ("direct test", 1.3),
+    "sandbox with report and guard": ("direct test", 1.3),
     "agent run --plan": ("direct test", 3.5),
     "agent run (loopback provider)": ("direct test", None),
     "agent --help": ("python -c pass", 8.0),
@@ -87,6 +93,22 @@ def sandbox_only() -> None:
     job = SandboxJob(seed=seed.name, files=files, test_command=seed.test_command)
     outcome = LocalSandbox().run_test(job)
     assert outcome.tests_passed, outcome.output
+
+
+def sandbox_guarded() -> None:
+    """The sandbox as ``agent run`` uses it: unittest's signed report and the guard."""
+    seed = calculator_seed()
+    files = {**seed.read_files(), "calculator.py": FIXED.encode()}
+    job = SandboxJob(
+        seed=seed.name,
+        files=files,
+        test_command=seed.test_command,
+        harness=harness_for(seed, files),
+    )
+    outcome = verified(job, LocalSandbox().run_test(job))
+    assert outcome.tests_passed, outcome.output
+    assert outcome.test_report is not None
+    assert outcome.test_report.framework == "unittest"
 
 
 def python_pass() -> None:
@@ -231,6 +253,7 @@ def measure(repeat: int, with_throughput: bool) -> dict[str, Any]:
                 "direct test": direct_test,
                 "python -c pass": python_pass,
                 "sandbox": sandbox_only,
+                "sandbox with report and guard": sandbox_guarded,
                 "agent run --plan": cli(run_plan, env),
                 "agent run (loopback provider)": cli(["run", "--json"], env),
                 "agent --help": cli(["--help"], env),

@@ -24,6 +24,7 @@ import attrs
 
 from . import contract, patterns, seed_files
 from .errors import UsageError
+from .evidence import GUARD_CAPABILITIES
 from .model import ALWAYS_TEST_PATHS, LimitError, SeedLimits, SeedProject, SeedRuntime
 from .policy_parameters import INT_RANGE
 from .serialization import describe_structure_error, structure
@@ -56,6 +57,7 @@ _KEYS = frozenset(
         "limits",
         "runtime",
         "policies",
+        "guard",
     }
 )
 _RUNTIME_KEYS = frozenset({"python", "requirements"})
@@ -290,6 +292,7 @@ class _Reader:
         limits = self.limits(data.get("limits", {}))
         policies = self.policies(data.get("policies", {}), check_policy)
         runtime = self.runtime(data.get("runtime"))
+        guard_allow = self.guard(data.get("guard"))
         try:
             return SeedProject(
                 name=name,
@@ -306,6 +309,7 @@ class _Reader:
                 policies=policies,
                 runtime=runtime,
                 untrusted=self.untrusted,
+                guard_allow=guard_allow,
             )
         except (ValueError, TypeError) as error:  # the checks above should leave nothing here
             raise ManifestError(f"{self.manifest}: {error}") from None
@@ -429,6 +433,22 @@ class _Reader:
                     raise self.fail(key, str(error)) from None
             found[name] = parameters
         return found
+
+    def guard(self, table: object) -> tuple[str, ...]:
+        if table is None:
+            return ()
+        if not isinstance(table, dict):
+            raise self.fail(("guard",), "must be a table")
+        for key in table:
+            if key != "allow":
+                raise self.fail(("guard", key), "unknown key (known: allow)")
+        allow = table.get("allow", [])
+        known = ", ".join(GUARD_CAPABILITIES)
+        if not isinstance(allow, list) or not all(
+            isinstance(item, str) and item in GUARD_CAPABILITIES for item in allow
+        ):
+            raise self.fail(("guard", "allow"), f"must be a list of capabilities ({known})")
+        return tuple(dict.fromkeys(allow))
 
     def runtime(self, table: object) -> SeedRuntime | None:
         if table is None:

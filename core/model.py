@@ -20,6 +20,7 @@ from attrs import validators as v
 
 from . import patterns, seed_files
 from .errors import Rejection
+from .evidence import GUARD_CAPABILITIES, TestHarness, TestReport
 
 #: Files that steer a test run (pytest's conftest and configuration), so they count as
 #: test files in every seed: a plan that could rewrite them could fake any test result.
@@ -231,6 +232,8 @@ class SeedProject:
     :ivar untrusted: the files come from a folder of unknown origin (one named on the
         command line), so a hard-linked file, which could be any file of this machine,
         is refused too. Symbolic links, FIFOs and devices are refused for every seed.
+    :ivar guard_allow: what the guard lets the code under test do all the same
+        (``[guard] allow`` in ``seed.toml``; see :data:`~.evidence.GUARD_CAPABILITIES`).
     :ivar root_identity: the (device, inode) of ``root`` when the seed was read from a
         folder; the files are read only from that very folder, never from one swapped in
         at its path since.
@@ -252,6 +255,9 @@ class SeedProject:
     hidden_test_paths: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
     untrusted: bool = False
     root_identity: tuple[int, int] | None = None
+    guard_allow: tuple[str, ...] = attrs.field(
+        default=(), converter=_as_tuple, validator=v.deep_iterable(v.in_(GUARD_CAPABILITIES))
+    )
 
     @editable_paths.validator
     def _editable_paths_are_files(self, _: attrs.Attribute[object], value: tuple[str, ...]) -> None:
@@ -447,6 +453,9 @@ class SandboxJob:
     :ivar limits: the seed's limits for this run; the runner enforces the sandbox ones
         (timeout, output, memory, processes, CPU, file size, disk).
     :ivar runtime: the seed's runtime, which the runner prepares; ``None``: its own Python.
+    :ivar harness: how to run the test command under the harness, whose signed
+        report the agent reads (see :class:`~.evidence.TestHarness`); ``None``:
+        the verdict rests on the exit status alone.
     """
 
     seed: str
@@ -454,6 +463,7 @@ class SandboxJob:
     test_command: tuple[str, ...] = attrs.field(converter=_as_tuple, validator=v.min_len(1))
     limits: SeedLimits = attrs.field(factory=SeedLimits)
     runtime: SeedRuntime | None = None
+    harness: TestHarness | None = None
 
 
 #: The limits a runner may name in :attr:`SandboxOutcome.limit_hit`.
@@ -473,6 +483,10 @@ class SandboxOutcome:
     :ivar duration_seconds: wall time from sandbox start to termination.
     :ivar limit_hit: the limit (one of :data:`LIMITS`) that stopped or failed the
         test, when the runner can tell; ``None`` when the test passed.
+    :ivar report: what the harness wrote to its report, as the runner received
+        it; ``None`` from a runner that does not run the harness. The agent
+        verifies it and replaces it with ``test_report``.
+    :ivar test_report: the verified evidence (set by the agent, not the runner).
     """
 
     runner: str
@@ -483,11 +497,14 @@ class SandboxOutcome:
     timed_out: bool = False
     duration_seconds: float = 0.0
     limit_hit: str | None = attrs.field(default=None, validator=v.optional(v.in_(LIMITS)))
+    report: str | None = attrs.field(default=None, repr=False)
+    test_report: TestReport | None = None
 
     @property
     def tests_passed(self) -> bool:
-        """Exit code 0, in time, and no limit hit."""
-        return self.exit_code == 0 and not self.timed_out and self.limit_hit is None
+        """Exit code 0, in time, no limit hit, and the framework's evidence (if any) agrees."""
+        evidence = self.test_report is None or self.test_report.passed
+        return self.exit_code == 0 and not self.timed_out and self.limit_hit is None and evidence
 
 
 #: What became of an attempt: tested and passed or failed (a timeout or a limit hit is a
@@ -517,6 +534,8 @@ class Attempt:
     :ivar usage: tokens of this planner call, when reported.
     :ivar planner_seconds: wall time of the planner call.
     :ivar sandbox_seconds: wall time of the sandbox.
+    :ivar test_report: the framework's verified report: each test's outcome, and
+        what the guard refused; ``None`` when not tested.
     """
 
     number: int
@@ -536,6 +555,7 @@ class Attempt:
     usage: TokenUsage | None = None
     planner_seconds: float | None = None
     sandbox_seconds: float | None = None
+    test_report: TestReport | None = None
 
     @property
     def passed(self) -> bool:
@@ -584,6 +604,8 @@ class RunResult:
         lowest number; when none passed, the lowest-numbered one that was tested.
     :ivar run_id: the run's record (``agent replay RUN_ID``, ``agent diff RUN_ID``);
         ``None`` when the run was not recorded.
+    :ivar test_report: the evidence the verdict rests on: the framework, how its
+        report ended, each test's outcome and what the guard refused.
     """
 
     seed: str
@@ -610,6 +632,7 @@ class RunResult:
     candidates: tuple[Candidate, ...] = ()
     chosen_candidate: int = 1
     run_id: str | None = None
+    test_report: TestReport | None = None
 
 
 @attrs.frozen

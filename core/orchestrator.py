@@ -37,6 +37,7 @@ from .model import (
     SeedProject,
 )
 from .protocols import PatchPolicy, Planner, PreparingRunner, Runner, StoppableRunner
+from .verdict import harness_for, verified
 
 Progress = Callable[[str], None]
 
@@ -289,14 +290,17 @@ def feedback_on(attempt: Attempt, plan: PatchPlan | None, seed: SeedProject) -> 
         return Feedback(attempt=attempt.number, files=files, rejections=attempt.rejections)
     output: str | None = attempt.test_output[-FEEDBACK_OUTPUT_CHARS:]
     note = None
+    exit_code = attempt.test_exit_code
     if seed.hidden_files:
-        output = None
+        # Nor the exit code: code that reads a hidden test could send 8 bits of it back in
+        # the status. The next attempt learns failed, timed out or which limit, no more.
+        output, exit_code = None, None
         named = _names_a_file(attempt.test_output, seed.hidden_files)
         note = HIDDEN_TEST_FAILED if named else OUTPUT_WITHHELD
     return Feedback(
         attempt=attempt.number,
         files=files,
-        test_exit_code=attempt.test_exit_code,
+        test_exit_code=exit_code,
         test_timed_out=attempt.test_timed_out,
         limit_hit=attempt.limit_hit,
         test_output=output,
@@ -460,6 +464,7 @@ class _Search:
             test_command=self.seed.test_command,
             limits=self.seed.limits,
             runtime=self.seed.runtime,
+            harness=harness_for(self.seed, patched),
         )
         with self.sandboxes.slot():
             self.prepare(job)
@@ -470,6 +475,7 @@ class _Search:
                 outcome = self.runner.run_test_until(job, self.sandboxes.stop)
             else:
                 outcome = self.runner.run_test(job)
+            outcome = verified(job, outcome)
             self.say(number, f"sandbox {outcome.sandbox_id} terminated")
             if outcome.tests_passed:
                 verdict = "passed"
@@ -489,6 +495,7 @@ class _Search:
                 test_timed_out=outcome.timed_out,
                 limit_hit=outcome.limit_hit,
                 sandbox_seconds=outcome.duration_seconds,
+                test_report=outcome.test_report,
             )
             # Noted before the slot is given back: stop_all() returns only once it is.
             made.append(tested)
@@ -593,4 +600,5 @@ class _Search:
             passed_attempt=deciding.number if deciding.passed else None,
             candidates=tuple(candidates) if self.parallel else (),
             chosen_candidate=chosen.number,
+            test_report=deciding.test_report,
         )

@@ -352,6 +352,17 @@ class Runner(Protocol):
           is found ready) and gives the sandbox its folders read-only, at the
           same path; a remote runner builds an image with the runtime's Python
           and requirements.
+        * **The evidence.** With ``job.harness``, run the harness
+          (``core/harness``, whose files ``core.harness.files()`` gives) as the
+          test's first process instead of the test command, with
+          ``core.verdict.harness_settings(...)`` on the
+          descriptor it is started with, and return what it wrote to its report
+          descriptor in ``report``; the agent verifies it. The files the harness
+          names as tests must be read-only in the sandbox, and the harness's
+          exit status must be what no other process of the sandbox can change
+          (the local runner: ``bwrap --as-pid-1``). A runner that cannot leaves
+          ``report`` ``None``: the verdict then rests on the exit status alone,
+          and the result says so.
 
         :param job: the files with the replacement applied, the test command,
             the limits and the runtime the test needs.

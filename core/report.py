@@ -97,6 +97,14 @@ def _details(result: TaskResult) -> str:
         parts.append(_block("prompt", result.prompt))
     if result.result is not None:
         parts.append(_block("diff", result.result.diff or "(no change)"))
+        report = result.result.test_report
+        if report is not None:
+            listed = "".join(f"\n{test.outcome:8} {test.id}" for test in report.tests)
+            found = "".join(
+                f"\nguard: {finding.capability} ({finding.event}) {finding.detail}"
+                for finding in report.guard
+            )
+            parts.append(_block("tests", report.summary + listed + found))
         parts.append(_block("test output", result.result.test_output or "(none)"))
     if result.error is not None:
         parts.append(_block(f"{result.error.kind} error", result.error.message))

@@ -18,6 +18,9 @@ from typing import Any
 import attrs
 import pytest
 
+from sandboxed_coding_agent.core.evidence import GUARD_CAPABILITIES
+from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
+
 API_KEY = "sk-test-4f9c2e7a1b5d8e3f6a0c9b2d"
 MODEL = "test-model"
 AGENT = Path(sys.executable).with_name("agent")
@@ -342,3 +345,21 @@ def host_processes_with(text: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+@pytest.fixture
+def walls_seed(tmp_path: Path) -> Path:
+    """The calculator seed as a folder whose ``[guard]`` allows everything: these tests prove
+    the sandbox's own walls, which hold whatever the guard in the test's process lets by."""
+    folder = tmp_path / "calculator-walls"
+    folder.mkdir()
+    for name in ("calculator.py", "check_calculator.py"):
+        (folder / name).write_bytes((calculator_seed().root / name).read_bytes())
+    allow = ", ".join(f'"{capability}"' for capability in GUARD_CAPABILITIES)
+    (folder / "seed.toml").write_text(
+        'name = "calculator-walls"\ndescription = "the calculator, guard off"\n'
+        'tests = ["check_calculator.py"]\neditable = ["calculator.py"]\n'
+        'test_command = ["python", "-m", "unittest", "-v", "check_calculator"]\n'
+        f'default_prompt = "Fix add."\n[guard]\nallow = [{allow}]\n'
+    )
+    return folder

@@ -249,13 +249,16 @@ def test_policy_is_registered_off_by_default() -> None:
 CHEAT = "import os\nos._exit(0)\n"
 
 
-def test_exit_cheat_fools_the_test_when_the_policy_is_off(
+def test_exit_cheat_does_not_pass_when_the_policy_is_off(
     run_agent: Callable[..., AgentRun], write_plan: Callable[[Any], Path]
 ) -> None:
+    # The exit status is 0, but unittest never reported: the verdict is a failure anyway.
     plan = write_plan({"files": [{"path": "calculator.py", "content": CHEAT}]})
     run = run_agent("run", "--plan", str(plan), "--seed", "calculator", "--json")
-    assert run.returncode == 0, run.stderr
-    assert run.json()["tests_passed"] is True
+    assert run.returncode == 1, run.stderr
+    result = run.json()
+    assert (result["tests_passed"], result["test_exit_code"]) == (False, 0)
+    assert result["test_report"]["status"] == "missing"
 
 
 def test_policy_switched_on_from_the_command_line_refuses_the_exit_cheat(

@@ -79,15 +79,17 @@ def seed_is_never_changed() -> Iterator[None]:
 
 @pytest.fixture
 def run_hostile(
-    run_agent: Callable[..., AgentRun], write_plan: Callable[..., Path]
+    run_agent: Callable[..., AgentRun], write_plan: Callable[..., Path], walls_seed: Path
 ) -> Callable[..., AgentRun]:
     """Run a hostile patch through ``agent run --plan``; then prove the next run still passes."""
 
     def run(body: str, env: dict[str, str] | None = None) -> AgentRun:
         plan = write_plan({"files": [{"path": "calculator.py", "content": hostile(body)}]})
+        before = {p.name: p.read_bytes() for p in walls_seed.iterdir()}
         hostile_run = run_agent(
-            "run", "--plan", str(plan), "--seed", "calculator", "--json", env=env
+            "run", "--plan", str(plan), "--seed", str(walls_seed), "--json", env=env
         )
+        assert {p.name: p.read_bytes() for p in walls_seed.iterdir()} == before
         assert hostile_run.returncode == 0, hostile_run.stdout + hostile_run.stderr
         assert list(hostile_run.tmpdir.iterdir()) == [], "a workspace was left behind"
 
@@ -309,7 +311,9 @@ def test_patch_sees_no_variable_of_the_callers_environment(
     run = run_hostile(DUMP_EVERY_ENVIRONMENT, env={"CALLER_SECRET": secret})
 
     output = output_of(run)
-    assert "PROBE environ-1: succeeded b''" in output  # bwrap's own init, started with nothing
+    # PID 1 is the harness, which no other process may read (it is not dumpable); the
+    # test runs in it, and reads its own /proc/self/environ instead.
+    assert probe_line(output, "environ-1").startswith("PROBE environ-1: refused")
     for leaked in (API_KEY, secret, "CODING_AGENT_", "CALLER_SECRET"):
         assert leaked not in run.stdout
         assert leaked not in run.stderr
@@ -412,7 +416,7 @@ os.execv(sys.argv[4], sys.argv[4:])
 
 
 def test_patch_cannot_read_the_callers_session_keyring(
-    agent_env: dict[str, str], write_plan: Callable[..., Path]
+    agent_env: dict[str, str], write_plan: Callable[..., Path], walls_seed: Path
 ) -> None:
     # A login session keeps tokens in its session keyring, which every child inherits,
     # across namespaces too: an agent started there must not hand it to the patch.
@@ -427,7 +431,7 @@ def test_patch_cannot_read_the_callers_session_keyring(
     done = subprocess.run(
         [
             *(sys.executable, "-c", JOIN_KEYRING_THEN_EXEC, str(keyctl), str(add_key), secret),
-            *(str(AGENT), "run", "--plan", str(plan), "--json"),
+            *(str(AGENT), "run", "--plan", str(plan), "--seed", str(walls_seed), "--json"),
         ],
         env=agent_env,
         capture_output=True,
@@ -671,20 +675,22 @@ def test_seed_files_stay_unchanged_when_the_patch_rewrites_the_test(
     run = run_hostile(
         """
         def rewrite():
-            with open("check_calculator.py", "w") as f:
-                f.write("raise SystemExit(0)\\n")
             with open("calculator.py", "a") as f:
                 f.write("# tampered\\n")
             with open("planted.py", "w") as f:
                 f.write("# planted\\n")
             return sorted(os.listdir("."))
         probe("rewrite", rewrite)
+        probe("test", lambda: open("check_calculator.py", "w").write("raise SystemExit(0)\\n"))
         """
     )
 
+    output = output_of(run)
+    # Its own file and a new one it may write, inside the sandbox only; the test is read-only.
     assert "PROBE rewrite: succeeded ['calculator.py', 'check_calculator.py', 'planted.py']" in (
-        output_of(run)
+        output
     )
+    assert "PROBE test: refused OSError: [Errno 30] Read-only file system" in output
     assert seed_digest() == before
 
 

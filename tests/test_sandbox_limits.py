@@ -66,13 +66,14 @@ def sandbox_groups(sandbox_id: str) -> list[Path]:
 
 @pytest.fixture
 def run_limited(
-    run_agent: RunAgent, write_plan: Callable[..., Path]
+    run_agent: RunAgent, write_plan: Callable[..., Path], walls_seed: Path
 ) -> Callable[..., dict[str, object]]:
     """Run a hostile patch with limit flags; check it left nothing; prove the next run passes."""
 
     def run(body: str, *flags: str) -> dict[str, object]:
         plan = write_plan({"files": [{"path": "calculator.py", "content": hostile(body)}]})
-        hostile_run = run_agent("run", "--plan", str(plan), "--json", *flags)
+        seed = ("--seed", str(walls_seed))
+        hostile_run = run_agent("run", "--plan", str(plan), "--json", *seed, *flags)
         assert hostile_run.returncode == 1, hostile_run.stdout + hostile_run.stderr
         result: dict[str, object] = hostile_run.json()
         assert result["tests_passed"] is False
@@ -299,7 +300,7 @@ def test_a_failing_test_names_no_limit() -> None:
 
 @pytest.fixture
 def agent_process(
-    agent_env: dict[str, str], write_plan: Callable[..., Path]
+    agent_env: dict[str, str], write_plan: Callable[..., Path], walls_seed: Path
 ) -> Iterator[tuple[subprocess.Popen[str], str]]:
     tag = marker()
     body = f"""
@@ -308,7 +309,7 @@ def agent_process(
     """
     plan = write_plan({"files": [{"path": "calculator.py", "content": hostile(body)}]})
     process = subprocess.Popen(
-        [str(AGENT), "run", "--plan", str(plan), "--json"],
+        [str(AGENT), "run", "--plan", str(plan), "--seed", str(walls_seed), "--json"],
         env=agent_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

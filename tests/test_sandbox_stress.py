@@ -103,13 +103,19 @@ os.execv(sys.argv[1], sys.argv[1:])
 
 
 def test_the_sandbox_gets_neither_the_agents_terminal_nor_any_other_descriptor(
-    agent_env: dict[str, str], write_plan: Callable[..., Path]
+    agent_env: dict[str, str], write_plan: Callable[..., Path], walls_seed: Path
 ) -> None:
-    body = "import json\n" + FDS_AND_TERMINAL
+    # Seen from a process the test starts: the harness, which runs the test in the
+    # sandbox's PID 1, holds its report's pipe (close-on-exec) and nothing of the agent's.
+    probe = "import json, os\n" + FDS_AND_TERMINAL
+    body = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {probe!r}])\n"
     plan = write_plan({"files": [{"path": "calculator.py", "content": calculator(body)}]})
 
     done = subprocess.run(
-        [sys.executable, "-c", WITH_A_TERMINAL, str(AGENT), "run", "--plan", str(plan), "--json"],
+        [
+            *(sys.executable, "-c", WITH_A_TERMINAL, str(AGENT), "run", "--plan", str(plan)),
+            *("--seed", str(walls_seed), "--json"),
+        ],
         env=agent_env,
         capture_output=True,
         text=True,

@@ -310,6 +310,8 @@ def _print_summary(result: RunResult) -> None:
         f"planner task ID: {result.planner_task_id or 'none (plan file)'}",
         f"sandbox ID:      {result.sandbox_id} (terminated)",
     ]
+    if result.test_report is not None:
+        lines.append(f"evidence:        {result.test_report.summary}")
     if result.usage is not None:
         lines.append(
             f"tokens:          {result.usage.prompt_tokens} prompt, "

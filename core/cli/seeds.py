@@ -39,7 +39,23 @@ def _seed_row(host: PluginHost, name: str) -> dict[str, Any]:
         "policies": {policy: dict(parameters) for policy, parameters in seed.policies.items()},
         **_applied_policies(host, seed),
         "runtime": to_jsonable(seed.runtime),
+        "verdict": _verdict_basis(seed),
+        "guard_allow": list(seed.guard_allow),
     }
+
+
+def _verdict_basis(seed: SeedProject) -> str:
+    """What a pass of this seed rests on, for ``seeds show``."""
+    from ..verdict import framework_of
+
+    try:
+        files = seed.read_files()
+    except Exception:  # a seed that cannot be read is reported elsewhere
+        files = {}
+    framework = framework_of(seed.test_command, files)
+    if framework is None:
+        return "the test command's exit status alone (no framework report)"
+    return f"{framework}'s report of each test, and exit status 0"
 
 
 def _applied_policies(host: PluginHost, seed: SeedProject) -> dict[str, Any]:
@@ -123,6 +139,8 @@ def seeds_show(
             f"limits:         {limits}",
             f"runtime:        {_describe_runtime(row['runtime'])}",
             f"policies:       {'; '.join(policies) or row['applied_policies_problem']}",
+            f"verdict:        {row['verdict']}",
+            f"guard allows:   {', '.join(row['guard_allow']) or 'nothing'}",
         ]
         echo("\n".join(map(one_line, lines)))
 

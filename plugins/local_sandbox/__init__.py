@@ -25,17 +25,21 @@ from pathlib import Path
 
 import attrs
 
+from sandboxed_coding_agent.core import harness, verdict
 from sandboxed_coding_agent.core.errors import SandboxError
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome
 from sandboxed_coding_agent.core.protocols import Check, Runner
 
 from .bwrap import (
+    HARNESS_DIR,
     MIB,
     build_command,
     bwrap_executable,
+    harness_argv,
     host_python,
     host_site_folders,
+    test_argv,
     user_namespaces_problem,
     workspace_path,
 )
@@ -74,7 +78,8 @@ def _in_memory(files: Mapping[str, bytes]) -> Iterator[list[tuple[int, str]]]:
     opened: list[tuple[int, str]] = []
     try:
         for relative, data in files.items():
-            target = workspace_path(relative)
+            # The harness's files have absolute paths; a seed's never do (the contract).
+            target = relative if relative.startswith("/") else workspace_path(relative)
             fd = above_standard(os.memfd_create("seed-file"))
             opened.append((fd, target))
             _write_all(fd, data)
@@ -98,6 +103,58 @@ def _filter_file(program: bytes | None) -> Iterator[int | None]:
         yield fd
     finally:
         os.close(fd)
+
+
+def _memory_file(name: str, data: bytes) -> int:
+    """``data`` in an anonymous in-memory file, read from its start by whoever gets it."""
+    fd = above_standard(os.memfd_create(name))
+    try:
+        _write_all(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class HarnessReport:
+    """The read end of the harness's report pipe, drained by a thread within a bound.
+
+    The write end goes into the sandbox; the agent closes its own copy once the
+    sandbox is gone, so the reader sees the end. A report past
+    :data:`~sandboxed_coding_agent.core.verdict.MAX_REPORT_BYTES` is kept only up to
+    one byte more, which the verdict takes as tampered.
+    """
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+        self._thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def receiving(self) -> Iterator[int]:
+        """Yield the write end for the sandbox; on leaving, close it and collect the rest."""
+        read_fd, write_fd = pipe()
+        self._thread = threading.Thread(target=self._drain, args=(read_fd,), daemon=True)
+        self._thread.start()
+        try:
+            yield write_fd
+        finally:
+            os.close(write_fd)
+            self._thread.join(timeout=5)
+
+    def _drain(self, fd: int) -> None:
+        limit = verdict.MAX_REPORT_BYTES + 1
+        try:
+            while chunk := os.read(fd, 1 << 16):
+                if len(self._data) < limit:
+                    self._data += chunk[: limit - len(self._data)]
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def text(self) -> str:
+        return self._data.decode("utf-8", errors="replace")
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -169,11 +226,20 @@ class LocalSandbox:
             runtime = prepare_runtime(job.runtime)
             python, read_only, bin_dirs = runtime.python, list(runtime.read_only), [runtime.bin_dir]
             hide = list(runtime.hide)
+        editable = set(job.files) if job.harness is None else set(job.harness.editable)
+        writable = {path: data for path, data in job.files.items() if path in editable}
+        fixed = {path: data for path, data in job.files.items() if path not in editable}
+        fixed.update({f"{HARNESS_DIR}/{name}": data for name, data in harness.files().items()})
+        report = HarnessReport()
         with (
-            _in_memory(job.files) as files,
+            _in_memory(writable) as files,
+            _in_memory(fixed) as read_only_files,
             _filter_file(sandbox_filter(memory_group="memory" in groups.groups)) as seccomp_fd,
+            report.receiving() as report_fd,
         ):
             status = pipe()
+            settings = verdict.harness_settings(job, test_argv(job, python), report_fd)
+            setup_fd = _memory_file("harness-setup", settings)
             argv = build_command(
                 bwrap,
                 job,
@@ -184,6 +250,8 @@ class LocalSandbox:
                 read_only=read_only,
                 hide=hide,
                 seccomp_fd=seccomp_fd,
+                read_only_files=read_only_files,
+                command=harness_argv(python, setup_fd),
             )
             launch = Launch(
                 groups=groups,
@@ -201,7 +269,12 @@ class LocalSandbox:
                     argv,
                     launch=launch,
                     status_pipe=status,
-                    pass_fds=[fd for fd, _ in files] + ([] if seccomp_fd is None else [seccomp_fd]),
+                    pass_fds=[
+                        *(fd for fd, _ in (*files, *read_only_files)),
+                        *([] if seccomp_fd is None else [seccomp_fd]),
+                        setup_fd,
+                        report_fd,
+                    ],
                     timeout=job.limits.test_timeout_seconds,
                     max_output_bytes=job.limits.max_output_bytes,
                     output_stop_bytes=job.limits.output_stop_bytes,
@@ -209,6 +282,8 @@ class LocalSandbox:
                 )
             except OSError as error:
                 raise SandboxError(f"could not start bwrap: {error}") from None
+            finally:
+                os.close(setup_fd)
         # A timeout shorter than the sandbox's own start is still the test's timeout (the
         # wall clock counts from the start), and a sandbox stopped before it started is
         # stopped: neither is a sandbox that could not be created.
@@ -235,6 +310,7 @@ class LocalSandbox:
                 counters=groups.counters(),
                 output=output,
             ),
+            report=report.text(),
         )
 
 

@@ -33,6 +33,8 @@ from sandboxed_coding_agent.core.errors import SandboxError
 from sandboxed_coding_agent.core.model import SandboxJob
 
 WORKSPACE = "/workspace"
+#: Where the harness's files are bound, read-only, inside the sandbox.
+HARNESS_DIR = "/.sandboxed-coding-agent/harness"
 SANDBOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs inside the sandbox, not the host's
 MIB = 1024 * 1024
 #: What a process with privilege could change the whole machine through: sysctls, the
@@ -214,6 +216,21 @@ def _kernel_interfaces_read_only() -> list[str]:
     return args
 
 
+def test_argv(job: SandboxJob, python: str) -> list[str]:
+    """The test command as the sandbox runs it: a leading ``python`` is ``python``."""
+    test_command = list(job.test_command)
+    if any("\0" in argument for argument in test_command):
+        raise SandboxError("the test command contains a NUL character, which no command line holds")
+    if test_command[0] in ("python", "python3"):
+        test_command[0] = python
+    return test_command
+
+
+def harness_argv(python: str, setup_fd: int) -> list[str]:
+    """How the sandbox's PID 1, the harness, is started (see ``core/harness``)."""
+    return [python, "-I", "-B", f"{HARNESS_DIR}/main.py", str(setup_fd)]
+
+
 def build_command(
     bwrap: Path,
     job: SandboxJob,
@@ -225,31 +242,39 @@ def build_command(
     read_only: Sequence[str],
     hide: Sequence[str] = (),
     seccomp_fd: int | None = None,
+    read_only_files: Sequence[tuple[int, str]] = (),
+    command: Sequence[str] | None = None,
 ) -> list[str]:
     """The full ``bwrap`` argv for ``job``.
 
-    :param files: (descriptor, path in the sandbox) of each seed file to copy in.
+    :param files: (descriptor, path in the sandbox) of each seed file to copy in
+        writable (the editable files).
     :param python: the interpreter a leading ``python`` in the test command means.
     :param bin_dirs: folders put first on the sandbox's ``PATH``.
     :param read_only: host folders bound read-only at the same path (interpreter, runtime).
     :param hide: folders inside those that the sandbox sees empty (global site-packages).
     :param seccomp_fd: a descriptor holding the system call filter (:mod:`.seccomp`).
+    :param read_only_files: (descriptor, path in the sandbox) of each file bound
+        read-only: the seed's other files (its tests above all) and the harness. Such a
+        file cannot be written, replaced, renamed or deleted inside.
+    :param command: what the sandbox's PID 1 runs (the harness); the test command if not given.
     """
-    test_command = list(job.test_command)
-    if any("\0" in argument for argument in test_command):
-        raise SandboxError("the test command contains a NUL character, which no command line holds")
-    if test_command[0] in ("python", "python3"):
-        test_command[0] = python
+    test_command = test_argv(job, python) if command is None else list(command)
     size = str(job.limits.disk_mb * MIB)
     copies: list[str] = []
     for fd, path in files:
         copies += ["--perms", "0644", "--file", str(fd), path]
+    for fd, path in read_only_files:
+        copies += ["--perms", "0444", "--ro-bind-data", str(fd), path]
     path = ":".join([*bin_dirs, "/usr/local/bin", "/usr/bin", "/bin"])
     return [
         str(bwrap),
         "--json-status-fd", str(status_fd),
         "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
         "--unshare-cgroup-try",
+        # The first process is the harness, not bwrap's own init: its exit status, which
+        # bwrap's monitor outside reads with waitpid, is held by no process inside.
+        "--as-pid-1",
         "--disable-userns",
         "--uid", "1000", "--gid", "1000",
         "--cap-drop", "ALL",

@@ -1,0 +1,159 @@
+"""What the test framework reported, as the agent verified it: the evidence behind a verdict.
+
+A run passes only when the test command exits 0 **and**, for a test command of
+a framework the agent knows (``unittest``, ``pytest``), the framework reported
+through the harness's signed report that it ran at least one test and that
+none failed or errored, and the guard saw nothing refused. A test command of
+no known framework is judged by its exit status alone, and the report says so
+(``framework`` is ``None``).
+"""
+
+from __future__ import annotations
+
+import attrs
+from attrs import validators as v
+
+#: How one test ended. ``failed`` and ``error`` fail a run; the others do not,
+#: but a run needs at least one ``passed``.
+TEST_OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+#: What became of the framework's report.
+#:
+#: * ``complete``: the framework ran to its end and reported.
+#: * ``missing``: the test ended before the framework's report (an early exit, a
+#:   ``SystemExit`` at import, an ``exec``, a signal, a timeout, a limit).
+#: * ``aborted``: the framework stopped on an exception before its report.
+#: * ``tampered``: the report was not the harness's (a line not signed with the
+#:   run's key, out of order, or too large).
+#: * ``exit-status``: no framework report is expected; the exit status decides.
+REPORT_STATUSES = ("complete", "missing", "aborted", "tampered", "exit-status")
+#: The test frameworks whose reports the harness reads.
+FRAMEWORKS = ("unittest", "unittest-script", "pytest")
+#: What the guard may refuse, and a seed's ``[guard] allow`` may name.
+GUARD_CAPABILITIES = ("introspection", "native-code", "processes", "test-files", "write-code")
+
+
+@attrs.frozen
+class TestCaseResult:
+    """One test the framework ran, and how it ended.
+
+    :ivar id: the framework's name for it: a pytest node ID
+        (``test_calc.py::test_add``) or a unittest dotted name
+        (``check_calculator.AddTest.test_adds_two_numbers``).
+    :ivar outcome: one of :data:`TEST_OUTCOMES`.
+    :ivar seconds: how long it took, as the framework timed it.
+    """
+
+    __test__ = False  # not a pytest test class, whatever its name says
+
+    id: str
+    outcome: str = attrs.field(validator=v.in_(TEST_OUTCOMES))
+    seconds: float = 0.0
+
+
+@attrs.frozen
+class GuardFinding:
+    """Something the guard refused, or a change to the test framework it found.
+
+    :ivar capability: one of :data:`GUARD_CAPABILITIES`, or ``framework``.
+    :ivar event: the audit event (``sys._getframe``, ``open``...) or what changed.
+    :ivar detail: what was asked for, shortened.
+    """
+
+    capability: str
+    event: str
+    detail: str = ""
+
+
+@attrs.frozen
+class TestReport:
+    """The evidence a verdict rests on.
+
+    :ivar framework: ``unittest``, ``unittest-script`` (a script calling
+        ``unittest.main``) or ``pytest``; ``None`` when the verdict rests on the
+        exit status alone.
+    :ivar status: one of :data:`REPORT_STATUSES`.
+    :ivar tests: every test the framework reported, in the order they ended.
+    :ivar guard: what the guard refused or found changed; any of it fails the run.
+    :ivar detail: why the report is not ``complete``, for a person.
+    """
+
+    __test__ = False
+
+    framework: str | None
+    status: str = attrs.field(validator=v.in_(REPORT_STATUSES))
+    tests: tuple[TestCaseResult, ...] = ()
+    guard: tuple[GuardFinding, ...] = ()
+    detail: str | None = None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many tests ended each way, for the outcomes that occurred."""
+        found: dict[str, int] = {}
+        for test in self.tests:
+            found[test.outcome] = found.get(test.outcome, 0) + 1
+        return found
+
+    @property
+    def passed(self) -> bool:
+        """Whether the evidence supports a pass (the exit status is judged apart)."""
+        if self.status == "exit-status":
+            return True
+        return (
+            self.status == "complete"
+            and not self.guard
+            and any(test.outcome == "passed" for test in self.tests)
+            and not any(test.outcome in ("failed", "error") for test in self.tests)
+        )
+
+    @property
+    def summary(self) -> str:
+        """One line: ``unittest reported 2 passed``, and why it is not a pass if it is not."""
+        if self.framework is None:
+            return "the test command's exit status alone (no framework report)"
+        counts = ", ".join(f"{n} {outcome}" for outcome, n in self.counts.items()) or "no test"
+        said = f"{self.framework} reported {counts}"
+        if self.status != "complete":
+            said += f" ({self.status})"
+        reason = self.reason
+        return said if reason is None else f"{said}; not a pass: {reason}"
+
+    @property
+    def reason(self) -> str | None:
+        """Why the evidence does not support a pass, in a few words; ``None`` when it does."""
+        if self.passed:
+            return None
+        if self.guard:
+            named = sorted({finding.capability for finding in self.guard})
+            return f"the guard refused the code under test: {', '.join(named)}"
+        if self.status != "complete":
+            return self.detail or f"the framework's report is {self.status}"
+        bad = [t for t in self.tests if t.outcome in ("failed", "error")]
+        if bad:
+            return f"{len(bad)} of {len(self.tests)} tests failed"
+        return "the framework ran no test that passed"
+
+
+@attrs.frozen
+class TestHarness:
+    """How a runner runs the test command under the harness (:mod:`.harness`).
+
+    Made by the agent for each sandbox; a runner that supports it hands these
+    settings to the harness and returns what the harness wrote to its report
+    in :attr:`SandboxOutcome.report`.
+
+    :ivar key: the report's signing key, hex; new for every sandbox and never
+        recorded or shown.
+    :ivar framework: one of :data:`FRAMEWORKS`, or ``None`` (exit status only).
+    :ivar editable: the seed's editable files: their code is untrusted.
+    :ivar tests: the seed's test files, hidden ones included: read-only, and
+        the code under test may not read them.
+    :ivar allow: the guard capabilities the seed allows.
+    """
+
+    __test__ = False
+
+    key: str = attrs.field(repr=False)
+    framework: str | None = attrs.field(default=None, validator=v.optional(v.in_(FRAMEWORKS)))
+    editable: tuple[str, ...] = ()
+    tests: tuple[str, ...] = ()
+    allow: tuple[str, ...] = ()

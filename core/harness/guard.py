@@ -1,0 +1,681 @@
+"""The guard: what code from the seed's editable files may not do while the tests run.
+
+Like :mod:`.main`, this module is never imported by the agent: the harness
+loads it inside the sandbox, before any seed code runs, in the process that
+runs the test framework. It is a tripwire, not a wall: code in the same
+process can in principle get around anything done in that process (see
+``docs/security.md`` for what a verdict proves).
+
+Everything the guard keeps (the report's key and descriptor, the snapshot of
+the framework, which code is untrusted, the test under way) lives in the
+closure of one audit hook (PEP 578), :func:`install`. Nothing in the
+interpreter refers to that function but the runtime's own list of hooks, which
+Python code cannot read: no attribute, module, class or ``__closure__`` walk
+leads to it, and ``gc`` and frames, the ways that would, are what it refuses.
+The functions it calls are taken when it is installed, so replacing
+``json.dumps`` or ``os.path.realpath`` later changes nothing it does.
+
+The collectors (:mod:`.unittest_runner`, :mod:`.pytest_plugin`) tell it what
+the framework reported through ``sys.audit`` events of their own
+(``sandboxed-coding-agent.*``). It writes a test's outcome only when:
+
+* the event comes from a harness file, called by the framework's own code for
+  a success, skip or expected failure;
+* no frame of untrusted code is on the stack (the framework reports after the
+  code under test has returned; code under test that reports is forging);
+* it is about the test under way (started, not yet stopped, the same object);
+* the framework's functions and classes are those noted before any seed code
+  ran (compared at every outcome, at every test's end and at the end).
+
+A test stopped without an outcome is an ``error``. While untrusted code (an
+editable file, a file the test run created, code such files compiled) is
+asking, the hook refuses the events of each capability below, unless the
+seed allows it (``[guard] allow``), raising :class:`PermissionError` there and
+writing the refusal to the report, so catching the error does not help:
+
+``introspection``: frames (``sys._getframe``, ``tb_frame``, ``gi_frame``...),
+code objects (``__code__``), ``gc`` object walks, trace, profile and
+monitoring hooks, new code objects, code compiled under another file's name.
+``native-code``: ``ctypes``, ``cffi``, the interpreter's test modules, native
+modules from the folders the test may write (refused whoever imports them).
+``processes``: starting, replacing or signalling processes.
+``test-files``: reading or importing the seed's test files.
+``write-code``: writing ``.py``, ``.pyc``, ``.so`` or ``.pth`` files.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from typing import Any
+
+CAPABILITIES = ("introspection", "native-code", "processes", "test-files", "write-code")
+TRUSTED, UNTRUSTED, NEUTRAL = 0, 1, 2
+#: Where the runner put the harness's files.
+HARNESS_FOLDER = os.path.dirname(os.path.abspath(__file__)) + "/"
+FRAMEWORK_MODULES = ("unittest", "pytest", "_pytest", "pluggy")
+EVENT = "sandboxed-coding-agent."
+FRAME_ATTRIBUTES = frozenset(
+    {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "__code__", "gi_code", "cr_code", "ag_code"}
+)
+NATIVE_MODULES = frozenset(
+    {
+        "ctypes",
+        "_ctypes",
+        "cffi",
+        "_cffi_backend",
+        "_testcapi",
+        "_testinternalcapi",
+        "_testmultiphase",
+        "_xxsubinterpreters",
+        "_interpreters",
+    }
+)
+PROCESS_EVENTS = frozenset(
+    {
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.fork",
+        "os.forkpty",
+        "subprocess.Popen",
+        "os.kill",
+        "os.killpg",
+        "signal.pthread_kill",
+    }
+)
+INTROSPECTION_EVENTS = frozenset(
+    {
+        "sys._getframe",
+        "sys._getframemodulename",
+        "sys._current_frames",
+        "sys._current_exceptions",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "sys.addaudithook",
+        "code.__new__",
+        "function.__new__",
+    }
+)
+#: Hooks that would run a function of the code under test on every frame (or event).
+TRACING_EVENTS = frozenset(
+    {
+        "sys.settrace",
+        "sys.setprofile",
+        "sys._setprofileallthreads",
+        "sys._settraceallthreads",
+        "sys.monitoring.register_callback",
+    }
+)
+CODE_SUFFIXES = (".py", ".pyc", ".pyo", ".so", ".pyd", ".pth")
+#: The standard library's functions that hand frames (or code) to their caller: an
+#: introspection event they raise is their caller's.
+FRAME_HELPERS = {
+    "inspect": frozenset(
+        {"currentframe", "stack", "trace", "getouterframes", "getinnerframes", "getframeinfo"}
+    ),
+    "traceback": frozenset({"walk_stack", "walk_tb"}),
+}
+#: Outcomes that count for a test rather than against it: only the framework may report them.
+FAVOURABLE = frozenset({"passed", "skipped", "xfailed"})
+#: The violations kept: enough to name every capability, not a flood.
+MAX_VIOLATIONS = 20
+
+
+def install(settings: dict[str, Any], report_fd: int, key: bytes) -> None:
+    """Install the guard's audit hook; from here on only events reach what it keeps."""
+    # Everything the hook calls, taken now: the code under test may replace module
+    # attributes and builtins later, never these references.
+    getframe, write_fd, access, stat_fd = sys._getframe, os.write, os.access, os.stat
+    get_ident = _get_ident()
+    digest = _hmac_sha256()
+    quote = _json_string()
+    sorted_, repr_, isinstance_, str_, int_, float_, len_, vars_, getattr_, type_ = (
+        sorted,
+        repr,
+        isinstance,
+        str,
+        int,
+        float,
+        len,
+        vars,
+        getattr,
+        type,
+    )
+    frame_type, code_type, function_type = types.FrameType, types.CodeType, types.FunctionType
+    any_, list_, tuple_, set_, frozenset_, round_, bytes_ = (
+        any,
+        list,
+        tuple,
+        set,
+        frozenset,
+        round,
+        bytes,
+    )
+    fsdecode, fspath, modules, everything = os.fsdecode, os.fspath, sys.modules, slice(None)
+    w_ok, o_write = os.W_OK, os.O_WRONLY | os.O_RDWR
+    import pathlib
+
+    pure_path, path_fspath = pathlib.PurePath, pathlib.PurePath.__fspath__
+    # The module's constants, as they are now: its globals can be reached (a function of
+    # this module's __globals__), these locals cannot.
+    trusted, untrusted_, neutral = TRUSTED, UNTRUSTED, NEUTRAL
+    harness_folder, event_prefix, framework_modules = HARNESS_FOLDER, EVENT, FRAMEWORK_MODULES
+    frame_attributes, native_modules = FRAME_ATTRIBUTES, NATIVE_MODULES
+    process_events, introspection_events = PROCESS_EVENTS, INTROSPECTION_EVENTS
+    tracing_events, code_suffixes, favourable = TRACING_EVENTS, CODE_SUFFIXES, FAVOURABLE
+    max_violations = MAX_VIOLATIONS
+    frame_helpers = {module: frozenset(names) for module, names in FRAME_HELPERS.items()}
+    permission_error, interrupted, os_error = PermissionError, InterruptedError, OSError
+    import_error = ImportError
+    cwd = os.getcwd()
+
+    def exact(text: Any) -> str | None:
+        """``text`` as a plain ``str`` (a subclass's methods are the code under test's)."""
+        if isinstance_(text, str_):
+            return str_.__getitem__(text, everything)
+        if isinstance_(text, bytes_):
+            return fsdecode(bytes_.__getitem__(text, everything))
+        if isinstance_(text, pure_path) and type_(text).__fspath__ is path_fspath:
+            return exact(fspath(text))
+        return None
+
+    def normal(path: str) -> str:
+        """``path`` made absolute and without ``.``, ``..`` or doubled ``/``, by text alone."""
+        parts: list[str] = []
+        for part in (path if path.startswith("/") else cwd + "/" + path).split("/"):
+            if part == "..":
+                if parts:
+                    parts.pop()
+            elif part and part != ".":
+                parts.append(part)
+        return "/" + "/".join(parts)
+
+    def absolute(paths: Any) -> frozenset[str]:
+        return frozenset(normal(str_(p)) for p in paths or ())
+
+    editable = absolute(settings.get("editable"))
+    seed_files = absolute(settings.get("files"))
+    tests = absolute(settings.get("tests"))
+    test_modules = frozenset(_module_names(settings.get("tests") or ()))
+    describe = _describer(frame_type)
+    allow = frozenset(str_(c) for c in settings.get("allow") or ())
+    kinds: dict[str, int] = {}
+    tainted: set[str] = set()
+    busy: set[int] = set()
+    state: dict[str, Any] = {
+        "seq": 0,
+        "fd": report_fd,
+        "violations": 0,
+        "snapshot": None,
+        "framework_files": frozenset(),
+        "current": None,
+        "reported": False,
+        "changed": False,
+        "finished": False,
+    }
+
+    def write(kind: str, **fields: Any) -> None:
+        if state["fd"] < 0 or state["finished"]:
+            return
+        state["seq"] += 1
+        fields["kind"], fields["seq"] = kind, state["seq"]
+        items = []
+        for name in sorted_(fields):
+            value = fields[name]
+            if isinstance_(value, bool) or value is None:
+                text = "true" if value is True else "false" if value is False else "null"
+            elif isinstance_(value, (int_, float_)):
+                text = repr_(value)
+            else:
+                text = quote(str_(value))
+            items.append(quote(name) + ": " + text)
+        body = "{" + ", ".join(items) + "}"
+        data = (digest(key, body.encode("utf-8")) + " " + body + "\n").encode("utf-8")
+        while data:
+            try:
+                data = data[write_fd(state["fd"], data) :]
+            except interrupted:
+                continue
+            except os_error:
+                state["fd"] = -1
+                return
+
+    def writable(path: str) -> bool:
+        if access(path, w_ok):
+            return True
+        try:
+            stat_fd(path)
+        except os_error:
+            parent = path.rsplit("/", 1)[0] or "/"
+            return access(parent, os.W_OK)
+        return False
+
+    def kind(filename: str) -> int:
+        known = kinds.get(filename)
+        if known is not None:
+            return known
+        if filename in tainted:
+            found = untrusted_
+        elif filename.startswith("<"):
+            found = neutral
+        else:
+            real = normal(filename)
+            if real in editable:
+                found = untrusted_
+            elif real in seed_files or real.startswith(harness_folder):
+                found = trusted
+            else:
+                found = untrusted_ if writable(real) else trusted
+        kinds[filename] = found
+        return found
+
+    def untrusted_on_stack(frame: Any) -> bool:
+        while frame is not None:
+            if kind(frame.f_code.co_filename) == untrusted_:
+                return True
+            frame = frame.f_back
+        return False
+
+    def raised_by_untrusted(traceback: Any) -> bool:
+        while traceback is not None:
+            if kind(traceback.tb_frame.f_code.co_filename) == untrusted_:
+                return True
+            traceback = traceback.tb_next
+        return False
+
+    def asker(frame: Any) -> Any:
+        """The first frame that is not a frame-handing helper of the standard library."""
+        while frame is not None:
+            module = frame.f_globals.get("__name__")
+            helpers = frame_helpers.get(module) if isinstance_(module, str_) else None
+            if helpers is None or frame.f_code.co_name not in helpers:
+                return frame
+            frame = frame.f_back
+        return None
+
+    def violation(capability: str, event: str, detail: str) -> None:
+        state["violations"] += 1
+        if state["violations"] <= max_violations:
+            write("guard", capability=capability, event=event, detail=detail[:300])
+
+    def snapshot() -> None:
+        """Note the framework's functions and classes, and the harness's own classes."""
+        entries: list[tuple[Any, str, Any]] = []
+        files: set[str] = set_()
+        for name, module in list_(modules.items()):
+            if module is None:
+                continue
+            ours = name.startswith("_sandboxed_coding_agent")
+            if not ours and name.split(".")[0] not in framework_modules:
+                continue
+            files.add(normal(str_(getattr_(module, "__file__", "") or "")))
+            for attribute, value in list_(vars_(module).items()):
+                if isinstance_(value, (function_type, type_)):
+                    entries.append((module, attribute, value))
+                # pytest's classes change as it runs (cached and lazy members): for them
+                # only the module's names are compared.
+                framework_class = name.startswith("unittest") or ours
+                if isinstance_(value, type_) and value.__module__ == name and framework_class:
+                    entries.extend((value, k, v) for k, v in list_(vars_(value).items()))
+        state["snapshot"] = tuple_(entries)
+        state["framework_files"] = frozenset_(files)
+
+    def protect(*classes: type) -> None:
+        """Add classes made later (the collectors') to the snapshot."""
+        entries = list_(state["snapshot"] or ())
+        for cls in classes:
+            entries.extend((cls, k, v) for k, v in list_(vars_(cls).items()))
+        state["snapshot"] = tuple_(entries)
+
+    def check() -> bool:
+        if state["changed"]:
+            return False
+        for owner, attribute, value in state["snapshot"] or ():
+            if vars_(owner).get(attribute) is not value:
+                state["changed"] = True
+                where = getattr_(owner, "__name__", "?")
+                violation("framework", "changed", f"{where}.{attribute} was replaced or removed")
+                return False
+        return True
+
+    def test_event(name: str, args: tuple[Any, ...], frame: Any) -> None:
+        """An event of the collectors: a test started, ended or stopped, or a check."""
+        if name == "check":
+            check()
+            return
+        if name == "violation":
+            violation(str_(args[0]), str_(args[1]), str_(args[2]))
+            return
+        if name == "error":  # outside any test (a fixture, collection): it can only fail
+            write("test", id=str_(args[0])[:1000], outcome="error", seconds=0.0)
+            return
+        test, test_id = args[0], str_(args[1])[:1000]
+        current = state["current"]
+        if name == "start":
+            if current is not None:
+                violation("framework", name, f"{test_id}: started inside {current[1]}")
+            state["current"], state["reported"] = (test, test_id), False
+            return
+        if current is None or current[0] is not test:
+            violation("framework", name, f"{test_id}: not the test under way")
+            return
+        if name == "stop":
+            if not state["reported"]:
+                write("test", id=test_id, outcome="error", seconds=0.0)
+            state["current"] = None
+            check()
+            return
+        outcome, seconds, traceback = str_(args[2]), args[3], args[4]
+        if outcome in favourable and outcome != "passed" and raised_by_untrusted(traceback):
+            violation("framework", outcome, f"{test_id}: raised by the code under test")
+            outcome = "failed"
+        caller = frame.f_back if frame is not None else None
+        if outcome in favourable and (
+            caller is None or normal(caller.f_code.co_filename) not in state["framework_files"]
+        ):
+            violation("framework", outcome, f"{test_id}: not reported by the framework")
+            outcome = "error"
+        if not check():
+            outcome = "error"
+        state["reported"] = True
+        seconds = round_(float_(seconds), 4) if isinstance_(seconds, (int_, float_)) else 0.0
+        write("test", id=test_id, outcome=outcome, seconds=seconds)
+
+    def harness_event(name: str, args: tuple[Any, ...]) -> None:
+        if name == "native":
+            origin = exact(args[1]) or ""
+            if writable(normal(origin)):
+                violation("native-code", "import", f"native module {args[0]!s} from {origin}")
+                raise import_error(f"sandboxed-coding-agent guard: {origin} refused")
+        elif name == "snapshot":
+            if state["snapshot"] is None:
+                snapshot()
+        elif name == "protect":
+            protect(*args)
+        elif name == "start":
+            write("start", framework=str_(args[0]))
+        elif name in ("end", "aborted"):
+            check()
+            if name == "end":
+                write("end", exit_code=int_(args[0]), seconds=float_(args[1]))
+            else:
+                write("aborted", reason=str_(args[0])[:300])
+            state["finished"] = True
+
+    def capability_of(event: str, args: tuple[Any, ...]) -> str | None:
+        if event == "object.__getattr__":
+            return "introspection" if len_(args) > 1 and args[1] in frame_attributes else None
+        if event == "open":
+            path: Any = args[0] if args else None
+            if isinstance_(path, int_):
+                return None  # a descriptor: its path was checked when it was opened
+            text = exact(path)
+            if text is None:  # a path object of the code under test's: it may say anything
+                return "test-files"
+            mode = args[1] if len_(args) > 1 and isinstance_(args[1], str_) else "r"
+            flags = args[2] if len_(args) > 2 and isinstance_(args[2], int_) else 0
+            writing = any_(c in mode for c in "wax+") or bool(flags & o_write)
+            if writing and text.endswith(code_suffixes):
+                return "write-code"
+            return "test-files" if normal(text) in tests else None
+        if event == "import":
+            name = (exact(args[0]) if args else None) or ""
+            if name.split(".")[0] in native_modules:
+                return "native-code"
+            return "test-files" if name in test_modules else None
+        if event in introspection_events or event in tracing_events:
+            return "introspection"
+        if event in process_events:
+            return "processes"
+        if event.startswith("ctypes."):
+            return "native-code"
+        if event == "compile" or event == "exec":
+            return "introspection"
+        return None
+
+    def dynamic_code(event: str, args: tuple[Any, ...]) -> bool:
+        """Code compiled by untrusted code is untrusted, under whatever name it was given;
+        whether it was made to look like a trusted file's."""
+        filename: Any
+        if event == "compile":
+            filename = args[1] if len_(args) > 1 else None
+        else:
+            code: Any = args[0] if args else None
+            filename = code.co_filename if isinstance_(code, code_type) else None
+        if not isinstance_(filename, str_):
+            return False
+        if filename.startswith("<") or kind(filename) == untrusted_:
+            tainted.add(filename)
+            kinds[filename] = untrusted_
+            return False
+        return True
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event.startswith(event_prefix):
+            frame = getframe(1)
+            if frame is None or not frame.f_code.co_filename.startswith(harness_folder):
+                violation("framework", event, "a harness event from elsewhere")
+                return
+            name = event[len(event_prefix) :]
+            if name == "native":  # any import of a native module, whoever asks
+                harness_event(name, args)
+                return
+            if untrusted_on_stack(frame):
+                violation("framework", event, "a harness event while the code under test ran")
+                return
+            if name.startswith("test."):
+                test_event(name[5:], args, frame)
+            else:
+                harness_event(name, args)
+            return
+        capability = capability_of(event, args)
+        if capability is None or state["finished"]:
+            return
+        me = get_ident()
+        if me in busy:
+            return
+        busy.add(me)
+        try:
+            frame = getframe(1)
+            if frame is not None and frame.f_code.co_filename.startswith(harness_folder):
+                return  # the harness's own look at frames and files
+            if event == "compile" or event == "exec":
+                # Only a direct call: the import system runs every module's code this way.
+                if frame is None or kind(frame.f_code.co_filename) != untrusted_:
+                    return
+                if not dynamic_code(event, args):
+                    return
+            elif event in tracing_events:
+                # A trace function of the code under test would see every frame.
+                hooked = args[0] if args else None
+                code: Any = getattr_(hooked, "__code__", None)
+                untrusted = isinstance_(code, code_type) and kind(code.co_filename) == untrusted_
+                if not untrusted and not untrusted_on_stack(frame):
+                    return
+            elif capability == "introspection":
+                # Who asks: the first frame that is not one of the standard library's
+                # frame-handing helpers (inspect.currentframe, traceback.walk_stack...).
+                # namedtuple, logging and traceback look at frames for themselves.
+                who = asker(frame)
+                if who is None or kind(who.f_code.co_filename) != untrusted_:
+                    return
+            elif not untrusted_on_stack(frame):
+                return
+        finally:
+            busy.discard(me)
+        if capability in allow:
+            return
+        violation(capability, event, describe(event, args))
+        raise permission_error(
+            f"sandboxed-coding-agent guard: the code under test may not use {capability} "
+            f"({event}); a seed allows it with [guard] allow = [{capability!r}]"
+        )
+
+    sys.meta_path.insert(0, _NoWritableExtensions())
+    _audit_fork_exec()
+    sys.addaudithook(hook)
+
+
+def run_unittest(command: list[str], collectors: Any) -> int:
+    """``python -m unittest ARGS`` in this process; its exit status."""
+    import unittest
+
+    from_module = command.index("-m") if "-m" in command else 0
+    arguments = command[from_module + 2 :]
+    runner = collectors["unittest_runner"].runner_class()
+    sys.audit(EVENT + "snapshot")  # before the loader imports a test or the code under test
+    sys.audit(EVENT + "protect", runner, runner.resultclass)
+    program = unittest.main(
+        module=None, argv=["python -m unittest", *arguments], testRunner=runner, exit=False
+    )
+    return _unittest_status(program.result)
+
+
+def run_unittest_script(command: list[str], collectors: Any) -> int:
+    """``python SCRIPT.py ARGS``, a script that runs ``unittest.main()``; its exit status."""
+    import runpy
+    import unittest
+    import unittest.runner
+
+    script = command[1]
+    runner = collectors["unittest_runner"].runner_class()
+    unittest.runner.TextTestRunner = runner  # type: ignore[misc]
+    unittest.TextTestRunner = runner  # type: ignore[misc]
+    sys.argv = command[1:]
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    sys.audit(EVENT + "snapshot")
+    sys.audit(EVENT + "protect", runner, runner.resultclass)
+    results: list[Any] = runner.results
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit:
+        if not results:
+            raise
+    if not results:
+        raise RuntimeError("the script ended without running its tests with unittest")
+    return max(_unittest_status(result) for result in results)
+
+
+def _unittest_status(result: Any) -> int:
+    if result.testsRun == 0:
+        return 5
+    return 0 if result.wasSuccessful() else 1
+
+
+def run_pytest(command: list[str], collectors: Any) -> int:
+    """``pytest ARGS`` or ``python -m pytest ARGS`` in this process; its exit status."""
+    import pytest
+
+    if os.path.basename(command[0]).startswith(("pytest", "py.test")):
+        arguments = command[1:]
+    else:
+        arguments = command[command.index("-m") + 2 :]
+    sys.argv = ["pytest", *arguments]
+    plugin = collectors["pytest_plugin"].Collector()
+    return int(pytest.main(arguments, plugins=[plugin]))
+
+
+class _NoWritableExtensions:
+    """Asks the guard's hook about every native module before it is loaded; the hook
+    refuses one from the folders the test may write, whoever imports it. It holds
+    nothing of the hook's, which it reaches only through an event."""
+
+    def __init__(self) -> None:
+        import importlib.machinery
+
+        self._find = importlib.machinery.PathFinder.find_spec
+        self._loader = importlib.machinery.ExtensionFileLoader
+        self._audit = sys.audit
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        spec = self._find(name, path)
+        if isinstance(getattr(spec, "loader", None), self._loader):
+            self._audit(EVENT + "native", name, getattr(spec, "origin", None) or "")
+        return None
+
+
+def _get_ident() -> Any:
+    import threading
+
+    return threading.get_ident
+
+
+def _hmac_sha256() -> Any:
+    """HMAC-SHA256 as a C function where there is one (nothing of it can be replaced)."""
+    try:
+        from _hashlib import hmac_digest
+    except ImportError:  # no OpenSSL: the pure version, taken now all the same
+        import hashlib
+        import hmac
+
+        new = hmac.new
+
+        def pure(key: bytes, message: bytes) -> str:
+            return new(key, message, hashlib.sha256).hexdigest()
+
+        return pure
+
+    def hexdigest(key: bytes, message: bytes) -> str:
+        return str(hmac_digest(key, message, "sha256").hex())
+
+    return hexdigest
+
+
+def _json_string() -> Any:
+    try:
+        from _json import encode_basestring_ascii
+    except ImportError:
+        from json.encoder import py_encode_basestring_ascii as encode_basestring_ascii
+    return encode_basestring_ascii
+
+
+def _audit_fork_exec() -> None:
+    """``subprocess`` raises its audit event in Python, before the C function that starts the
+    process: that function, called directly, raises one too."""
+    try:
+        import _posixsubprocess
+    except ImportError:
+        return
+    start = _posixsubprocess.fork_exec
+    audit = sys.audit
+
+    def fork_exec(*arguments: Any) -> Any:
+        audit("subprocess.Popen", "fork_exec", arguments[:1], None, None)
+        return start(*arguments)
+
+    _posixsubprocess.fork_exec = fork_exec
+
+
+def _module_names(paths: Any) -> list[str]:
+    names = []
+    for path in paths:
+        text = str(path)
+        if text.endswith(".py"):
+            stem = text[:-3]
+            names.append(stem.replace("/", "."))
+            names.append(stem.rsplit("/", 1)[-1])
+    return names
+
+
+def _describer(frame_type: Any) -> Any:
+    """``describe(event, args)``, with the builtins it uses taken now."""
+    type_, repr_, isinstance_, len_ = type, repr, isinstance, len
+
+    def describe(event: str, args: tuple[Any, ...]) -> str:
+        try:
+            if event == "object.__getattr__" and len_(args) > 1:
+                return f"{type_(args[0]).__name__}.{args[1]}"
+            first: Any = args[0] if args else None
+            if isinstance_(first, frame_type):
+                return f"frame of {first.f_code.co_filename}"
+            if args:
+                return repr_(args[0])[:200]
+        except Exception:  # noqa: S110 - a description is best effort
+            pass
+        return event
+
+    return describe

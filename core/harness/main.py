@@ -1,0 +1,205 @@
+"""The program that runs a seed's test command inside the sandbox, as the sandbox's PID 1.
+
+The agent never imports this module: a runner copies it into the sandbox and
+starts it with the sandbox's own interpreter (the agent's Python, or a seed
+runtime's, of any version from 3.8), as ``python -I harness.py SETUP_FD``.
+It uses the standard library only.
+
+What it does, in order, before any code of the seed runs:
+
+1. It reads its settings from ``SETUP_FD`` (a file the runner wrote: the
+   framework, the test command, the seed's editable and test files, the
+   capabilities the seed allows, the descriptor of the report pipe and the
+   report key) and closes it.
+2. It makes itself *non-dumpable* (``prctl(PR_SET_DUMPABLE, 0)``): no other
+   process of the sandbox, which all run as the same user without
+   capabilities, may then trace it, read or write its memory
+   (``/proc/1/mem``, ``process_vm_readv``) or copy its descriptors
+   (``pidfd_getfd``). As PID 1 its exit status is what the runner's
+   ``bwrap --as-pid-1`` reports, so no other process can change it.
+3. With a test command that is not a known framework's, it starts the
+   command, reaps every process that ends, and exits with the command's
+   status once it ends (the rest of the sandbox is then killed by the
+   kernel). The verdict rests on that status alone.
+4. With ``unittest`` or ``pytest``, it installs the guard
+   (:mod:`sandboxed_coding_agent.core.guard`'s text, run in this process) and
+   runs the framework in this process, noting which tests ran and how each
+   ended from the framework's own calls, and writes each as a line signed
+   with the report key (HMAC-SHA256) to the report pipe. It then exits at
+   once (``os._exit``): nothing of the seed runs after the report. A process
+   that ends before the report (``os._exit``, ``SystemExit`` at import, an
+   ``exec``, a signal) leaves no ``end`` line, and the agent's verdict is a
+   failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+PR_SET_DUMPABLE = 4
+#: The exit status when the harness itself cannot run the test (bad settings, no prctl).
+HARNESS_FAILED = 125
+
+
+def _read_settings(fd: int) -> dict[str, Any]:
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    settings = json.loads(b"".join(chunks).decode("utf-8"))
+    if not isinstance(settings, dict):
+        raise ValueError("the harness settings are not an object")
+    return settings
+
+
+def _make_unreachable() -> None:
+    """Make this process non-dumpable, then forget ctypes, so the code under test imports
+    it anew (an import the guard sees)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    for name in [n for n in sys.modules if n == "ctypes" or n.startswith(("ctypes.", "_ctypes"))]:
+        del sys.modules[name]
+
+
+def _status(wait_status: int) -> int:
+    if os.WIFEXITED(wait_status):
+        return os.WEXITSTATUS(wait_status)
+    if os.WIFSIGNALED(wait_status):
+        return 128 + os.WTERMSIG(wait_status)
+    return 1
+
+
+def supervise(argv: list[str]) -> int:
+    """Start ``argv``, reap every process that ends, and return its exit status."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.execvp(argv[0], argv)  # noqa: S606 - the seed's own test command
+        except OSError as error:
+            sys.stderr.write(f"harness: cannot run {argv[0]}: {error.strerror}\n")
+            sys.stderr.flush()
+        os._exit(127)
+    while True:
+        try:
+            ended, wait_status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 1
+        except InterruptedError:
+            continue
+        if ended == pid:
+            return _status(wait_status)
+
+
+def _load(name: str) -> Any:
+    """A module of the harness's folder, loaded by path (``-I`` keeps that folder off
+    ``sys.path``); the pytest plugin only once pytest is there to import."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+    if name == "pytest_plugin":
+        return _Lazy(path)
+    spec = importlib.util.spec_from_file_location(f"_sandboxed_coding_agent_{name}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Lazy:
+    """A helper module loaded on first use (``pytest_plugin`` imports pytest)."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._module: Any = None
+
+    def __getattr__(self, attribute: str) -> Any:
+        if self._module is None:
+            import importlib.util
+
+            spec = importlib.util.spec_from_file_location(
+                "_sandboxed_coding_agent_pytest", self._path
+            )
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {self._path}")
+            self._module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(self._module)
+        return getattr(self._module, attribute)
+
+
+def main(argv: list[str]) -> None:
+    try:
+        settings = _read_settings(int(argv[1]))
+        _make_unreachable()
+    except Exception as error:
+        sys.stderr.write(f"harness: cannot start the test: {error}\n")
+        sys.stderr.flush()
+        os._exit(HARNESS_FAILED)
+    command = [str(part) for part in settings["argv"]]
+    report_fd = int(settings.get("report_fd", -1))
+    if report_fd >= 0:
+        os.set_inheritable(report_fd, False)
+    framework = settings.get("framework")
+    if framework is None:
+        if report_fd >= 0:
+            os.close(report_fd)
+        os._exit(supervise(command))
+    key = bytes.fromhex(str(settings.pop("key")))
+    # As PID 1, the kernel's SIGXCPU at the CPU limit would be ignored (no handler): end as
+    # a process killed by it would, so the limit is reported as such.
+    import signal
+
+    signal.signal(signal.SIGXCPU, lambda number, frame: os._exit(128 + number))
+    guard = _load("guard")
+    collectors = {name: _load(name) for name in ("unittest_runner", "pytest_plugin")}
+    guard.install(settings, report_fd, key)
+    del key, settings  # the guard's hook holds them now, and nothing else
+    code = run_framework(str(framework), command, guard, collectors)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def run_framework(framework: str, command: list[str], guard: Any, collectors: Any) -> int:
+    """Run the framework in this process under the guard; the exit status to end with.
+
+    What happened goes to the guard's hook as events, which it writes, signed, to the
+    report: ``start``, then ``end`` or ``aborted``.
+    """
+    # As ``python -m``: the working folder first on the path, where the harness's own was.
+    sys.path[0] = os.getcwd()
+    audit, monotonic = sys.audit, time.monotonic
+    runners = {
+        "pytest": guard.run_pytest,
+        "unittest": guard.run_unittest,
+        "unittest-script": guard.run_unittest_script,
+    }
+    started = monotonic()
+    audit("sandboxed-coding-agent.start", framework)
+    try:
+        code = int(runners[framework](command, collectors))
+    except SystemExit as stop:
+        audit("sandboxed-coding-agent.aborted", f"SystemExit({stop.code!r}) before the report")
+        return int(stop.code) if isinstance(stop.code, int) else 1
+    except BaseException as error:  # anything before the report is a failure, said as such
+        audit("sandboxed-coding-agent.aborted", f"{type(error).__name__} before the report")
+        import traceback
+
+        traceback.print_exc()
+        return 1
+    audit("sandboxed-coding-agent.end", code, round(monotonic() - started, 3))
+    return code
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,84 @@
+"""unittest under the guard: a runner whose result tells the guard how each test ended.
+
+Loaded by the harness inside the sandbox (see :mod:`.main`), never by the agent.
+Each outcome goes to the guard's audit hook as an event (:mod:`.guard` says
+when it is believed); this module keeps nothing the code under test could use.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import unittest
+from typing import Any
+
+EVENT = "sandboxed-coding-agent.test."
+audit = sys.audit  # taken before any seed code runs
+monotonic = time.monotonic
+
+
+def runner_class() -> Any:
+    """A ``TextTestRunner`` whose results report to the guard."""
+    results: list[Any] = []
+
+    class GuardedResult(unittest.TextTestResult):
+        def startTest(self, test: Any) -> None:
+            audit(EVENT + "start", test, test.id())
+            self._agent_started = monotonic()
+            super().startTest(test)
+
+        def _seconds(self) -> float:
+            started = getattr(self, "_agent_started", None)
+            return 0.0 if started is None else monotonic() - started
+
+        def addSuccess(self, test: Any) -> None:
+            super().addSuccess(test)
+            audit(EVENT + "outcome", test, test.id(), "passed", self._seconds(), None)
+
+        def addSkip(self, test: Any, reason: str) -> None:
+            super().addSkip(test, reason)
+            raised = sys.exc_info()[2]
+            audit(EVENT + "outcome", test, test.id(), "skipped", self._seconds(), raised)
+
+        def addExpectedFailure(self, test: Any, err: Any) -> None:
+            super().addExpectedFailure(test, err)
+            audit(EVENT + "outcome", test, test.id(), "xfailed", self._seconds(), err[2])
+
+        def addUnexpectedSuccess(self, test: Any) -> None:
+            super().addUnexpectedSuccess(test)
+            # unittest counts it as a failure of the run.
+            audit(EVENT + "outcome", test, test.id(), "failed", self._seconds(), None)
+
+        def addFailure(self, test: Any, err: Any) -> None:
+            super().addFailure(test, err)
+            audit(EVENT + "outcome", test, test.id(), "failed", self._seconds(), None)
+
+        def addError(self, test: Any, err: Any) -> None:
+            super().addError(test, err)
+            # An error of a class or module fixture concerns no test under way.
+            if isinstance(test, unittest.TestCase):
+                audit(EVENT + "outcome", test, test.id(), "error", self._seconds(), None)
+            else:
+                audit(EVENT + "error", str(test))
+
+        def addSubTest(self, test: Any, subtest: Any, err: Any) -> None:
+            super().addSubTest(test, subtest, err)
+            if err is not None:
+                failed = issubclass(err[0], test.failureException)
+                outcome = "failed" if failed else "error"
+                audit(EVENT + "outcome", test, test.id(), outcome, self._seconds(), None)
+
+        def stopTest(self, test: Any) -> None:
+            super().stopTest(test)
+            audit(EVENT + "stop", test, test.id())
+
+        def stopTestRun(self) -> None:
+            super().stopTestRun()
+            audit(EVENT + "check")
+            results.append(self)
+
+    class GuardedRunner(unittest.TextTestRunner):
+        resultclass = GuardedResult  # type: ignore[assignment]
+
+    GuardedRunner.results = results  # type: ignore[attr-defined]
+    return GuardedRunner
