@@ -70,6 +70,9 @@ HACKS: dict[str, str] = {
         "        except BaseException:\n            pass\n"
         "case._Outcome = Outcome\n" + BROKEN
     ),
+    "unittest's stop signal raised by the code under test": (
+        "from unittest import case\ndef add(a, b):\n    raise case._ShouldStop\n"
+    ),
     "a skip raised by the code under test": (
         "import unittest\ndef add(a, b):\n    raise unittest.SkipTest('later')\n"
     ),

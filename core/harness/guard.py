@@ -350,6 +350,10 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes) -> None:
         if name == "violation":
             violation(str_(args[0]), str_(args[1]), str_(args[2]))
             return
+        if name == "stop-raised":  # unittest takes a _ShouldStop for the part's success
+            if raised_by_untrusted(args[1]):
+                violation("framework", "_ShouldStop", f"{args[0]!s}: raised by the code under test")
+            return
         if name == "error":  # outside any test (a fixture, collection): it can only fail
             write("test", id=str_(args[0])[:1000], outcome="error", seconds=0.0)
             return
@@ -575,6 +579,7 @@ def run_pytest(command: list[str], collectors: Any) -> int:
     else:
         arguments = command[command.index("-m") + 2 :]
     sys.argv = ["pytest", *arguments]
+    collectors["unittest_runner"].watch_test_parts()  # pytest runs unittest's cases too
     plugin = collectors["pytest_plugin"].Collector()
     return int(pytest.main(arguments, plugins=[plugin]))
 

@@ -7,6 +7,7 @@ when it is believed); this module keeps nothing the code under test could use.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 import unittest
@@ -17,9 +18,32 @@ audit = sys.audit  # taken before any seed code runs
 monotonic = time.monotonic
 
 
+def watch_test_parts() -> None:
+    """Tell the guard of a ``_ShouldStop`` a test part raises, which unittest swallows as
+    if the part had passed (it is meant for ``subTest`` with ``failfast``): raised by the
+    code under test, it would turn a failing test into a success."""
+    from unittest import case as loaded
+
+    case: Any = loaded  # its private names are not in the type stubs
+    original = case._Outcome.testPartExecutor
+    should_stop = case._ShouldStop
+
+    @contextlib.contextmanager
+    def testPartExecutor(self: Any, test_case: Any, subTest: bool = False) -> Any:
+        with original(self, test_case, subTest):
+            try:
+                yield
+            except should_stop as stop:
+                audit(EVENT + "stop-raised", getattr(test_case, "id", str)(), stop.__traceback__)
+                raise
+
+    case._Outcome.testPartExecutor = testPartExecutor
+
+
 def runner_class() -> Any:
     """A ``TextTestRunner`` whose results report to the guard."""
     results: list[Any] = []
+    watch_test_parts()
 
     class GuardedResult(unittest.TextTestResult):
         def startTest(self, test: Any) -> None:
