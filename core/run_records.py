@@ -50,6 +50,7 @@ from .plugins import PluginInfo
 from .protocols import PatchPolicy, Planner, PreparingRunner, Runner
 from .provider import API_KEY_ENV
 from .serialization import describe_structure_error, structure, to_json
+from .verdict import verified
 
 #: Version of the record's layout; a record of another version is refused, never guessed at.
 RUN_RECORD_FORMAT = 1
@@ -449,7 +450,9 @@ class _RecordingRunner:
             self._inner.prepare(job, progress)
 
     def run_test(self, job: SandboxJob, *args: Any, **kwargs: Any) -> SandboxOutcome:
-        outcome: SandboxOutcome = self._inner.run_test(job, *args, **kwargs)
+        # Kept as the run judged it: with the framework's report verified (and the raw
+        # report, signed with the sandbox's key, dropped).
+        outcome = verified(job, self._inner.run_test(job, *args, **kwargs))
         with self._lock:
             self._tests.append((job, outcome))
         return outcome
@@ -462,7 +465,7 @@ class _RecordingStoppableRunner(_RecordingRunner):
     """A recording runner for a runner whose sandboxes can be stopped (``run_test_until``)."""
 
     def run_test_until(self, job: SandboxJob, stop: threading.Event) -> SandboxOutcome:
-        outcome: SandboxOutcome = self._inner.run_test_until(job, stop)  # type: ignore[attr-defined]
+        outcome = verified(job, self._inner.run_test_until(job, stop))  # type: ignore[attr-defined]
         with self._lock:
             self._tests.append((job, outcome))
         return outcome

@@ -88,7 +88,10 @@ def harness_settings(job: SandboxJob, argv: Sequence[str], report_fd: int) -> by
 
 
 def verified(job: SandboxJob, outcome: SandboxOutcome) -> SandboxOutcome:
-    """``outcome`` with its ``test_report`` made from the harness's report (which it drops)."""
+    """``outcome`` with its ``test_report`` made from the harness's report (which it drops);
+    an outcome verified already is returned as it is."""
+    if outcome.test_report is not None:
+        return outcome
     harness = job.harness
     if harness is None or harness.framework is None or outcome.report is None:
         report = TestReport(framework=None, status="exit-status")

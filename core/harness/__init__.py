@@ -13,7 +13,14 @@ import functools
 from importlib import resources
 
 #: The harness's files, by name; ``main.py`` is the one to start.
-FILES = ("main.py", "guard.py", "unittest_runner.py", "pytest_plugin.py")
+FILES = (
+    "main.py",
+    "guard.py",
+    "rules.py",
+    "frameworks.py",
+    "unittest_runner.py",
+    "pytest_plugin.py",
+)
 
 
 @functools.cache

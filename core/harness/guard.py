@@ -50,83 +50,16 @@ import sys
 import types
 from typing import Any
 
-CAPABILITIES = ("introspection", "native-code", "processes", "test-files", "write-code")
-TRUSTED, UNTRUSTED, NEUTRAL = 0, 1, 2
 #: Where the runner put the harness's files.
 HARNESS_FOLDER = os.path.dirname(os.path.abspath(__file__)) + "/"
-FRAMEWORK_MODULES = ("unittest", "pytest", "_pytest", "pluggy")
 EVENT = "sandboxed-coding-agent."
-FRAME_ATTRIBUTES = frozenset(
-    {"tb_frame", "gi_frame", "cr_frame", "ag_frame", "__code__", "gi_code", "cr_code", "ag_code"}
-)
-NATIVE_MODULES = frozenset(
-    {
-        "ctypes",
-        "_ctypes",
-        "cffi",
-        "_cffi_backend",
-        "_testcapi",
-        "_testinternalcapi",
-        "_testmultiphase",
-        "_xxsubinterpreters",
-        "_interpreters",
-    }
-)
-PROCESS_EVENTS = frozenset(
-    {
-        "os.system",
-        "os.exec",
-        "os.posix_spawn",
-        "os.spawn",
-        "os.fork",
-        "os.forkpty",
-        "subprocess.Popen",
-        "os.kill",
-        "os.killpg",
-        "signal.pthread_kill",
-    }
-)
-INTROSPECTION_EVENTS = frozenset(
-    {
-        "sys._getframe",
-        "sys._getframemodulename",
-        "sys._current_frames",
-        "sys._current_exceptions",
-        "gc.get_objects",
-        "gc.get_referrers",
-        "gc.get_referents",
-        "sys.addaudithook",
-        "code.__new__",
-        "function.__new__",
-    }
-)
-#: Hooks that would run a function of the code under test on every frame (or event).
-TRACING_EVENTS = frozenset(
-    {
-        "sys.settrace",
-        "sys.setprofile",
-        "sys._setprofileallthreads",
-        "sys._settraceallthreads",
-        "sys.monitoring.register_callback",
-    }
-)
-CODE_SUFFIXES = (".py", ".pyc", ".pyo", ".so", ".pyd", ".pth")
-#: The standard library's functions that hand frames (or code) to their caller: an
-#: introspection event they raise is their caller's.
-FRAME_HELPERS = {
-    "inspect": frozenset(
-        {"currentframe", "stack", "trace", "getouterframes", "getinnerframes", "getframeinfo"}
-    ),
-    "traceback": frozenset({"walk_stack", "walk_tb"}),
-}
-#: Outcomes that count for a test rather than against it: only the framework may report them.
-FAVOURABLE = frozenset({"passed", "skipped", "xfailed"})
-#: The violations kept: enough to name every capability, not a flood.
-MAX_VIOLATIONS = 20
 
 
-def install(settings: dict[str, Any], report_fd: int, key: bytes) -> None:
-    """Install the guard's audit hook; from here on only events reach what it keeps."""
+def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) -> None:
+    """Install the guard's audit hook; from here on only events reach what it keeps.
+
+    :param rules: the :mod:`.rules` module, whose values the hook takes now.
+    """
     # Everything the hook calls, taken now: the code under test may replace module
     # attributes and builtins later, never these references.
     getframe, write_fd, access, stat_fd = sys._getframe, os.write, os.access, os.stat
@@ -162,13 +95,14 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes) -> None:
     pure_path, path_fspath = pathlib.PurePath, pathlib.PurePath.__fspath__
     # The module's constants, as they are now: its globals can be reached (a function of
     # this module's __globals__), these locals cannot.
-    trusted, untrusted_, neutral = TRUSTED, UNTRUSTED, NEUTRAL
-    harness_folder, event_prefix, framework_modules = HARNESS_FOLDER, EVENT, FRAMEWORK_MODULES
-    frame_attributes, native_modules = FRAME_ATTRIBUTES, NATIVE_MODULES
-    process_events, introspection_events = PROCESS_EVENTS, INTROSPECTION_EVENTS
-    tracing_events, code_suffixes, favourable = TRACING_EVENTS, CODE_SUFFIXES, FAVOURABLE
-    max_violations = MAX_VIOLATIONS
-    frame_helpers = {module: frozenset(names) for module, names in FRAME_HELPERS.items()}
+    trusted, untrusted_, neutral = int(rules.TRUSTED), int(rules.UNTRUSTED), int(rules.NEUTRAL)
+    harness_folder, event_prefix = HARNESS_FOLDER, EVENT
+    framework_modules = tuple(rules.FRAMEWORK_MODULES)
+    frame_attributes, native_modules = rules.FRAME_ATTRIBUTES, rules.NATIVE_MODULES
+    process_events, introspection_events = rules.PROCESS_EVENTS, rules.INTROSPECTION_EVENTS
+    tracing_events, code_suffixes = rules.TRACING_EVENTS, tuple(rules.CODE_SUFFIXES)
+    favourable, max_violations = rules.FAVOURABLE, int(rules.MAX_VIOLATIONS)
+    frame_helpers = {module: frozenset(names) for module, names in rules.FRAME_HELPERS.items()}
     permission_error, interrupted, os_error = PermissionError, InterruptedError, OSError
     import_error = ImportError
     cwd = os.getcwd()
@@ -522,66 +456,6 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes) -> None:
     sys.meta_path.insert(0, _NoWritableExtensions())
     _audit_fork_exec()
     sys.addaudithook(hook)
-
-
-def run_unittest(command: list[str], collectors: Any) -> int:
-    """``python -m unittest ARGS`` in this process; its exit status."""
-    import unittest
-
-    from_module = command.index("-m") if "-m" in command else 0
-    arguments = command[from_module + 2 :]
-    runner = collectors["unittest_runner"].runner_class()
-    sys.audit(EVENT + "snapshot")  # before the loader imports a test or the code under test
-    sys.audit(EVENT + "protect", runner, runner.resultclass)
-    program = unittest.main(
-        module=None, argv=["python -m unittest", *arguments], testRunner=runner, exit=False
-    )
-    return _unittest_status(program.result)
-
-
-def run_unittest_script(command: list[str], collectors: Any) -> int:
-    """``python SCRIPT.py ARGS``, a script that runs ``unittest.main()``; its exit status."""
-    import runpy
-    import unittest
-    import unittest.runner
-
-    script = command[1]
-    runner = collectors["unittest_runner"].runner_class()
-    unittest.runner.TextTestRunner = runner  # type: ignore[misc]
-    unittest.TextTestRunner = runner  # type: ignore[misc]
-    sys.argv = command[1:]
-    sys.path[0] = os.path.dirname(os.path.abspath(script))
-    sys.audit(EVENT + "snapshot")
-    sys.audit(EVENT + "protect", runner, runner.resultclass)
-    results: list[Any] = runner.results
-    try:
-        runpy.run_path(script, run_name="__main__")
-    except SystemExit:
-        if not results:
-            raise
-    if not results:
-        raise RuntimeError("the script ended without running its tests with unittest")
-    return max(_unittest_status(result) for result in results)
-
-
-def _unittest_status(result: Any) -> int:
-    if result.testsRun == 0:
-        return 5
-    return 0 if result.wasSuccessful() else 1
-
-
-def run_pytest(command: list[str], collectors: Any) -> int:
-    """``pytest ARGS`` or ``python -m pytest ARGS`` in this process; its exit status."""
-    import pytest
-
-    if os.path.basename(command[0]).startswith(("pytest", "py.test")):
-        arguments = command[1:]
-    else:
-        arguments = command[command.index("-m") + 2 :]
-    sys.argv = ["pytest", *arguments]
-    collectors["unittest_runner"].watch_test_parts()  # pytest runs unittest's cases too
-    plugin = collectors["pytest_plugin"].Collector()
-    return int(pytest.main(arguments, plugins=[plugin]))
 
 
 class _NoWritableExtensions:

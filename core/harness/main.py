@@ -161,16 +161,17 @@ def main(argv: list[str]) -> None:
 
     signal.signal(signal.SIGXCPU, lambda number, frame: os._exit(128 + number))
     guard = _load("guard")
+    frameworks = _load("frameworks")
     collectors = {name: _load(name) for name in ("unittest_runner", "pytest_plugin")}
-    guard.install(settings, report_fd, key)
+    guard.install(settings, report_fd, key, _load("rules"))
     del key, settings  # the guard's hook holds them now, and nothing else
-    code = run_framework(str(framework), command, guard, collectors)
+    code = run_framework(str(framework), command, frameworks, collectors)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
 
 
-def run_framework(framework: str, command: list[str], guard: Any, collectors: Any) -> int:
+def run_framework(framework: str, command: list[str], frameworks: Any, collectors: Any) -> int:
     """Run the framework in this process under the guard; the exit status to end with.
 
     What happened goes to the guard's hook as events, which it writes, signed, to the
@@ -180,9 +181,9 @@ def run_framework(framework: str, command: list[str], guard: Any, collectors: An
     sys.path[0] = os.getcwd()
     audit, monotonic = sys.audit, time.monotonic
     runners = {
-        "pytest": guard.run_pytest,
-        "unittest": guard.run_unittest,
-        "unittest-script": guard.run_unittest_script,
+        "pytest": frameworks.run_pytest,
+        "unittest": frameworks.run_unittest,
+        "unittest-script": frameworks.run_unittest_script,
     }
     started = monotonic()
     audit("sandboxed-coding-agent.start", framework)

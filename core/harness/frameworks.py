@@ -1,0 +1,76 @@
+"""The frameworks the harness runs in its own process: unittest (a module or a script) and pytest.
+
+Loaded by the harness inside the sandbox (see :mod:`.main`), never by the agent,
+after the guard is installed. Each tells the guard, through its events, when to
+note the framework as it is (before any test module or code under test is
+imported), and hands the framework a collector (:mod:`.unittest_runner`,
+:mod:`.pytest_plugin`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+EVENT = "sandboxed-coding-agent."
+
+
+def run_unittest(command: list[str], collectors: Any) -> int:
+    """``python -m unittest ARGS`` in this process; its exit status."""
+    import unittest
+
+    from_module = command.index("-m") if "-m" in command else 0
+    arguments = command[from_module + 2 :]
+    runner = collectors["unittest_runner"].runner_class()
+    sys.audit(EVENT + "snapshot")  # before the loader imports a test or the code under test
+    sys.audit(EVENT + "protect", runner, runner.resultclass)
+    program = unittest.main(
+        module=None, argv=["python -m unittest", *arguments], testRunner=runner, exit=False
+    )
+    return _unittest_status(program.result)
+
+
+def run_unittest_script(command: list[str], collectors: Any) -> int:
+    """``python SCRIPT.py ARGS``, a script that runs ``unittest.main()``; its exit status."""
+    import runpy
+    import unittest
+    import unittest.runner
+
+    script = command[1]
+    runner = collectors["unittest_runner"].runner_class()
+    unittest.runner.TextTestRunner = runner  # type: ignore[misc]
+    unittest.TextTestRunner = runner  # type: ignore[misc]
+    sys.argv = command[1:]
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    sys.audit(EVENT + "snapshot")
+    sys.audit(EVENT + "protect", runner, runner.resultclass)
+    results: list[Any] = runner.results
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit:
+        if not results:
+            raise
+    if not results:
+        raise RuntimeError("the script ended without running its tests with unittest")
+    return max(_unittest_status(result) for result in results)
+
+
+def _unittest_status(result: Any) -> int:
+    if result.testsRun == 0:
+        return 5
+    return 0 if result.wasSuccessful() else 1
+
+
+def run_pytest(command: list[str], collectors: Any) -> int:
+    """``pytest ARGS`` or ``python -m pytest ARGS`` in this process; its exit status."""
+    import pytest
+
+    if os.path.basename(command[0]).startswith(("pytest", "py.test")):
+        arguments = command[1:]
+    else:
+        arguments = command[command.index("-m") + 2 :]
+    sys.argv = ["pytest", *arguments]
+    collectors["unittest_runner"].watch_test_parts()  # pytest runs unittest's cases too
+    plugin = collectors["pytest_plugin"].Collector()
+    return int(pytest.main(arguments, plugins=[plugin]))
