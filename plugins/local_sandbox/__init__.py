@@ -251,7 +251,7 @@ class LocalSandbox:
                 hide=hide,
                 seccomp_fd=seccomp_fd,
                 read_only_files=read_only_files,
-                command=harness_argv(python, setup_fd),
+                command=harness_argv(python, setup_fd, site=job.runtime is not None),
             )
             launch = Launch(
                 groups=groups,

@@ -226,9 +226,13 @@ def test_argv(job: SandboxJob, python: str) -> list[str]:
     return test_command
 
 
-def harness_argv(python: str, setup_fd: int) -> list[str]:
-    """How the sandbox's PID 1, the harness, is started (see ``core/harness``)."""
-    return [python, "-I", "-B", f"{HARNESS_DIR}/main.py", str(setup_fd)]
+def harness_argv(python: str, setup_fd: int, *, site: bool) -> list[str]:
+    """How the sandbox's PID 1, the harness, is started (see ``core/harness``).
+
+    :param site: whether it needs ``site`` (a runtime's packages: pytest); without a
+        runtime the site folders are empty anyway, and skipping ``site`` starts it faster.
+    """
+    return [python, "-I", "-B", *([] if site else ["-S"]), f"{HARNESS_DIR}/main.py", str(setup_fd)]
 
 
 def build_command(
