@@ -52,6 +52,13 @@ def test_report_shows_pass_rate_rows_and_escaped_details_with_nothing_remote(
     assert '<span class="status error">provider-error</span>' in page
     assert page.count("<details>") >= 3  # diff, test output, the error
     assert "&lt;script&gt;alert(" in page
+    # Each test the framework reported, with what the verdict rests on.
+    assert "unittest reported 1 passed" in page
+    assert "passed   check_calculator.AddTest.test_adds_two_numbers" in page
+    first = json.loads(out.read_text("utf-8").splitlines()[0])
+    (test,) = first["result"]["test_report"]["tests"]
+    assert test["id"] == "check_calculator.AddTest.test_adds_two_numbers"
+    assert test["outcome"] == "passed"
     tags = tags_of(page)
     assert not {"script", "img", "link", "iframe", "object"} & {name for name, _ in tags}
     # Nothing is loaded from anywhere: no src or href attributes, and a policy forbidding it.

@@ -79,6 +79,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         type,
     )
     frame_type, code_type, function_type = types.FrameType, types.CodeType, types.FunctionType
+    callable_ = callable
     any_, list_, tuple_, set_, frozenset_, round_, bytes_ = (
         any,
         list,
@@ -145,6 +146,8 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         "fd": report_fd,
         "violations": 0,
         "snapshot": None,
+        "classes": (),
+        "tests_noted": False,
         "framework_files": frozenset(),
         "current": None,
         "reported": False,
@@ -236,14 +239,29 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         if state["violations"] <= max_violations:
             write("guard", capability=capability, event=event, detail=detail[:300])
 
+    def members(cls: Any) -> list[tuple[Any, str, Any]]:
+        """A class's methods and descriptors (not its plain values, which tests may set:
+        ``TestCase.maxDiff = None``)."""
+        return [
+            (cls, k, v)
+            for k, v in list_(vars_(cls).items())
+            if callable_(v) or isinstance_(v, (classmethod, staticmethod, property))
+        ]
+
     def snapshot() -> None:
-        """Note the framework's functions and classes, and the harness's own classes."""
+        """Note the framework's functions and classes, the harness's own classes, and the
+        builtins, before any seed code runs."""
         entries: list[tuple[Any, str, Any]] = []
+        classes: list[Any] = []
         files: set[str] = set_()
         for name, module in list_(modules.items()):
             if module is None:
                 continue
             ours = name.startswith("_sandboxed_coding_agent")
+            if name == "builtins":  # __build_class__, __import__, isinstance...
+                found = list_(vars_(module).items())
+                entries.extend((module, k, v) for k, v in found if callable_(v))
+                continue
             if not ours and name.split(".")[0] not in framework_modules:
                 continue
             files.add(normal(str_(getattr_(module, "__file__", "") or "")))
@@ -254,9 +272,30 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 # only the module's names are compared.
                 framework_class = name.startswith("unittest") or ours
                 if isinstance_(value, type_) and value.__module__ == name and framework_class:
-                    entries.extend((value, k, v) for k, v in list_(vars_(value).items()))
+                    entries.extend(members(value))
+                    classes.append(value)
         state["snapshot"] = tuple_(entries)
+        state["classes"] = tuple_(
+            (cls, frozenset_(k for _, k, _ in members(cls))) for cls in classes
+        )
         state["framework_files"] = frozenset_(files)
+
+    def snapshot_tests() -> None:
+        """Note the seed's test modules' functions and classes once they are all imported,
+        before the first test runs: the code under test may not change a later test."""
+        entries = list_(state["snapshot"] or ())
+        classes = list_(state["classes"])
+        for module in list_(modules.values()):
+            if normal(str_(getattr_(module, "__file__", None) or "<none>")) not in tests:
+                continue
+            for attribute, value in list_(vars_(module).items()):
+                if isinstance_(value, (function_type, type_)):
+                    entries.append((module, attribute, value))
+                if isinstance_(value, type_):
+                    entries.extend(members(value))
+                    classes.append((value, frozenset_(k for _, k, _ in members(value))))
+        state["snapshot"] = tuple_(entries)
+        state["classes"] = tuple_(classes)
 
     def protect(*classes: type) -> None:
         """Add classes made later (the collectors') to the snapshot."""
@@ -273,6 +312,13 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 state["changed"] = True
                 where = getattr_(owner, "__name__", "?")
                 violation("framework", "changed", f"{where}.{attribute} was replaced or removed")
+                return False
+        for cls, known in state["classes"]:
+            added = [k for _, k, _ in members(cls) if k not in known]
+            if added:
+                state["changed"] = True
+                where = getattr_(cls, "__name__", "?")
+                violation("framework", "changed", f"{where}.{added[0]} was added")
                 return False
         return True
 
@@ -329,6 +375,10 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             if writable(normal(origin)):
                 violation("native-code", "import", f"native module {args[0]!s} from {origin}")
                 raise import_error(f"sandboxed-coding-agent guard: {origin} refused")
+        elif name == "snapshot-tests":
+            if not state["tests_noted"]:
+                state["tests_noted"] = True
+                snapshot_tests()
         elif name == "snapshot":
             if state["snapshot"] is None:
                 snapshot()

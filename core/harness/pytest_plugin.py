@@ -24,6 +24,10 @@ class Collector:
         audit("sandboxed-coding-agent.snapshot")
         audit("sandboxed-coding-agent.protect", Collector)
 
+    def pytest_collection_finish(self, session: Any) -> None:
+        # Every test module is imported by now, and no test has run.
+        audit("sandboxed-coding-agent.snapshot-tests")
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: Any, nextitem: Any) -> Any:
         audit(EVENT + "start", item, item.nodeid)

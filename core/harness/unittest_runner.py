@@ -46,6 +46,11 @@ def runner_class() -> Any:
     watch_test_parts()
 
     class GuardedResult(unittest.TextTestResult):
+        def startTestRun(self) -> None:
+            # Every test module is imported by now, and no test has run.
+            audit("sandboxed-coding-agent.snapshot-tests")
+            super().startTestRun()
+
         def startTest(self, test: Any) -> None:
             audit(EVENT + "start", test, test.id())
             self._agent_started = monotonic()
