@@ -67,11 +67,24 @@ def harness_for(seed: SeedProject, files: Mapping[str, bytes]) -> TestHarness:
     )
 
 
-def harness_settings(job: SandboxJob, argv: Sequence[str], report_fd: int) -> bytes:
-    """What the harness reads from its setup descriptor, as JSON.
+def harness_settings(
+    job: SandboxJob,
+    argv: Sequence[str],
+    report_fd: int,
+    *,
+    writable: Sequence[str],
+    report_path: str | None = None,
+) -> bytes:
+    """What the harness reads from its setup descriptor (or file), as JSON.
 
     :param argv: the test command as the sandbox runs it (``python`` resolved).
-    :param report_fd: the descriptor, inside the sandbox, of the report pipe's write end.
+    :param report_fd: the descriptor, inside the sandbox, of the report pipe's write end;
+        -1 when the harness writes its report to ``report_path`` instead.
+    :param writable: the folders the test may write in the sandbox (its working folder and
+        temporary folders, absolute or relative to the working folder): code the guard finds
+        there, other than the seed's own files, is untrusted.
+    :param report_path: a file the harness creates for its report (relative to the test's
+        folder), for a runner that reads it back once the test has ended.
     """
     harness = job.harness
     settings = {
@@ -79,10 +92,12 @@ def harness_settings(job: SandboxJob, argv: Sequence[str], report_fd: int) -> by
         "framework": harness.framework if harness else None,
         "key": harness.key if harness else os.urandom(32).hex(),
         "report_fd": report_fd,
+        "report_path": report_path,
         "editable": list(harness.editable) if harness else [],
         "tests": list(harness.tests) if harness else [],
         "files": sorted(job.files),
         "allow": list(harness.allow) if harness else [],
+        "writable": list(writable),
     }
     return json.dumps(settings).encode("utf-8")
 

@@ -27,6 +27,7 @@ from lazycloud_standin import (  # noqa: F401 - the fixtures, used by their name
     subprocess_environment,
 )
 
+from sandboxed_coding_agent.core import harness
 from sandboxed_coding_agent.core.provider import PROVIDER_SECRET_NAMES
 from sandboxed_coding_agent.plugins.lazycloud.names import (
     APP_SLUG,
@@ -37,6 +38,7 @@ from sandboxed_coding_agent.plugins.lazycloud.names import (
 
 RunAgent = Callable[..., AgentRun]
 SEED_FILES = {"calculator.py", "check_calculator.py"}
+HARNESS_FILES = harness.FILES
 TEST_COMMAND = ["python", "-m", "unittest", "-v", "check_calculator"]
 
 
@@ -235,11 +237,20 @@ def test_configure_deploy_run_sandboxes_cleanup_against_the_standin(
     assert result["sandbox_id"] == sandbox.id
     assert sandbox.stopped
     assert_sandbox_spec_is_closed(sandbox.spec)
-    assert seed_files_uploaded(sandbox) == SEED_FILES
+    # The seed's files, and the harness with its settings beside them (not in the seed).
+    uploaded = set(sandbox.files)
+    harness = {path for path in uploaded if path.startswith("/workspace/.harness/")}
+    assert seed_files_uploaded(sandbox) - harness == SEED_FILES
+    assert harness == {f"/workspace/.harness/{name}" for name in (*HARNESS_FILES, "setup.json")}
     assert sandbox.files["/workspace/seed/calculator.py"] == FIXED_CALCULATOR.encode()
     (process,) = sandbox.processes
-    assert list(process.args) == TEST_COMMAND
+    assert list(process.args)[:4] == ["python", "-I", "-B", "/workspace/.harness/main.py"]
     assert "Ran 1 test" in result["test_output"] or "OK" in result["test_output"]
+    # The harness ran unittest and its signed report came back; its settings are gone.
+    report = result["test_report"]
+    assert (report["framework"], report["status"]) == ("unittest", "complete")
+    assert [t["outcome"] for t in report["tests"]] == ["passed"]
+    assert not sandbox.local_path("/workspace/.harness/setup.json").exists()
     # The provider was called by the deployed handler, with the key in the header only.
     (request,) = provider.requests
     assert request.headers["Authorization"] == f"Bearer {API_KEY}"

@@ -147,6 +147,14 @@ HACKS: dict[str, str] = {
         "import os, signal\ndef add(a, b):\n    os.kill(os.getpid(), signal.SIGKILL)\n"
     ),
 }
+#: Longer ones, found by attack rounds: each file of tests/reward_hacks/.
+HACKS.update(
+    {
+        path.stem.replace("_", " "): path.read_text()
+        for path in sorted((Path(__file__).parent / "reward_hacks").glob("*.py"))
+    }
+)
+
 #: Not in the corpus, because nothing here stops it: a value that claims to equal anything
 #: (``__eq__`` returning True) passes an ``assertEqual``. docs/security.md says so.
 STATIC_ONLY: set[str] = set()

@@ -62,7 +62,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     """
     # Everything the hook calls, taken now: the code under test may replace module
     # attributes and builtins later, never these references.
-    getframe, write_fd, access, stat_fd = sys._getframe, os.write, os.access, os.stat
+    getframe, write_fd, access = sys._getframe, os.write, os.access
     get_ident = _get_ident()
     digest = _hmac_sha256()
     quote = _json_string()
@@ -104,6 +104,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     tracing_events, code_suffixes = rules.TRACING_EVENTS, tuple(rules.CODE_SUFFIXES)
     favourable, max_violations = rules.FAVOURABLE, int(rules.MAX_VIOLATIONS)
     frame_helpers = {module: frozenset(names) for module, names in rules.FRAME_HELPERS.items()}
+    loader_hooks = frozenset(rules.LOADER_HOOKS)
     permission_error, interrupted, os_error = PermissionError, InterruptedError, OSError
     import_error = ImportError
     cwd = os.getcwd()
@@ -147,6 +148,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         "violations": 0,
         "snapshot": None,
         "classes": (),
+        "instances": (),
         "tests_noted": False,
         "framework_files": frozenset(),
         "current": None,
@@ -181,15 +183,15 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 state["fd"] = -1
                 return
 
+    # The folders the test may write (its working folder, its temporary folders), as the
+    # runner names them: code there is the run's own making, unless it is a seed file.
+    roots = tuple_(normal(str_(r)).rstrip("/") + "/" for r in settings.get("writable") or ())
+
     def writable(path: str) -> bool:
-        if access(path, w_ok):
-            return True
-        try:
-            stat_fd(path)
-        except os_error:
-            parent = path.rsplit("/", 1)[0] or "/"
-            return access(parent, os.W_OK)
-        return False
+        """In a folder the test may write, and writable (a read-only bind there, such as a
+        seed runtime kept under the host's /tmp, is not)."""
+        inside = (path + "/").startswith(roots) if roots else True
+        return inside and bool(access(path, w_ok))
 
     def kind(filename: str) -> int:
         known = kinds.get(filename)
@@ -278,6 +280,8 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         state["classes"] = tuple_(
             (cls, frozenset_(k for _, k, _ in members(cls))) for cls in classes
         )
+        loader = getattr_(modules.get("unittest.loader"), "defaultTestLoader", None)
+        state["instances"] = () if loader is None else ((loader, dict(vars_(loader))),)
         state["framework_files"] = frozenset_(files)
 
     def snapshot_tests() -> None:
@@ -294,6 +298,17 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 if isinstance_(value, type_):
                     entries.extend(members(value))
                     classes.append((value, frozenset_(k for _, k, _ in members(value))))
+                # What the loader calls or collects must be the test's own (the code under
+                # test can set a name on a test module while that module imports it).
+                loaded = attribute in loader_hooks or attribute.startswith(("test", "Test"))
+                function = unwrap(value)
+                if loaded and isinstance_(function, function_type):
+                    if kind(function.__code__.co_filename) == untrusted_:
+                        violation("framework", "loader", f"{attribute} is the code under test's")
+                elif loaded and isinstance_(value, type_):
+                    problem = foreign_functions(value)
+                    if problem is not None:
+                        violation("framework", "loader", problem)
         state["snapshot"] = tuple_(entries)
         state["classes"] = tuple_(classes)
 
@@ -313,6 +328,14 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 where = getattr_(owner, "__name__", "?")
                 violation("framework", "changed", f"{where}.{attribute} was replaced or removed")
                 return False
+        for instance, was in state["instances"]:
+            # The default loader's own attributes may change (errors, its folder), never to
+            # something callable: a method set on it would load other tests.
+            for key, value in list_(vars_(instance).items()):
+                if callable_(value) and was.get(key) is not value:
+                    state["changed"] = True
+                    violation("framework", "changed", f"the test loader's {key} was set")
+                    return False
         for cls, known in state["classes"]:
             added = [k for _, k, _ in members(cls) if k not in known]
             if added:
@@ -321,6 +344,45 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 violation("framework", "changed", f"{where}.{added[0]} was added")
                 return False
         return True
+
+    def unwrap(member: Any) -> Any:
+        if isinstance_(member, (classmethod, staticmethod)):
+            return member.__func__
+        return getattr_(member, "__func__", member)  # a bound method's function
+
+    def foreign_functions(cls: Any) -> str | None:
+        """A function of the code under test among ``cls``'s own or inherited members (the
+        framework's and the builtins' aside): a test, a setUp or an assert helper put there."""
+        for owner in getattr_(cls, "__mro__", ()):
+            name = str_(getattr_(owner, "__module__", "") or "")
+            if name.split(".")[0] in framework_modules or name == "builtins":
+                continue
+            for attribute, member in list_(vars_(owner).items()):
+                function = unwrap(member)
+                if isinstance_(function, function_type):
+                    code = function.__code__
+                    if kind(code.co_filename) == untrusted_:
+                        return f"{owner.__name__}.{attribute} is the code under test's"
+        return None
+
+    def foreign_code(test: Any) -> str | None:
+        """Why the test that was reported is not the seed's own test, if it is not: its
+        function, or a member of its class, comes from the code under test."""
+        method_name = getattr_(test, "_testMethodName", None)  # a unittest case
+        cls = type_(test) if isinstance_(method_name, str_) else getattr_(test, "cls", None)
+        function: Any = None
+        if isinstance_(method_name, str_):
+            for owner in getattr_(cls, "__mro__", ()):
+                if method_name in vars_(owner):
+                    function = unwrap(vars_(owner)[method_name])
+                    break
+        else:  # a pytest item
+            function = unwrap(getattr_(test, "function", None))
+        if not isinstance_(function, function_type):
+            return "its test is not a function of the seed's"
+        if kind(function.__code__.co_filename) != trusted:
+            return "its test is the code under test's"
+        return foreign_functions(cls) if cls is not None else None
 
     def test_event(name: str, args: tuple[Any, ...], frame: Any) -> None:
         """An event of the collectors: a test started, ended or stopped, or a check."""
@@ -362,6 +424,10 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             caller is None or normal(caller.f_code.co_filename) not in state["framework_files"]
         ):
             violation("framework", outcome, f"{test_id}: not reported by the framework")
+            outcome = "error"
+        problem = foreign_code(test) if outcome in favourable else None
+        if problem is not None:
+            violation("framework", outcome, f"{test_id}: {problem}")
             outcome = "error"
         if not check():
             outcome = "error"

@@ -139,7 +139,12 @@ class _Lazy:
 
 def main(argv: list[str]) -> None:
     try:
-        settings = _read_settings(int(argv[1]))
+        if argv[1] == "--setup-file":  # a remote runner's: read, then gone
+            fd = os.open(argv[2], os.O_RDONLY | os.O_CLOEXEC)
+            os.unlink(argv[2])
+        else:
+            fd = int(argv[1])
+        settings = _read_settings(fd)
         _make_unreachable()
     except Exception as error:
         sys.stderr.write(f"harness: cannot start the test: {error}\n")
@@ -147,6 +152,10 @@ def main(argv: list[str]) -> None:
         os._exit(HARNESS_FAILED)
     command = [str(part) for part in settings["argv"]]
     report_fd = int(settings.get("report_fd", -1))
+    report_path = settings.get("report_path")
+    if report_fd < 0 and report_path and settings.get("framework") is not None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        report_fd = os.open(str(report_path), flags, 0o600)
     if report_fd >= 0:
         os.set_inheritable(report_fd, False)
     framework = settings.get("framework")

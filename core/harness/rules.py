@@ -77,3 +77,7 @@ FRAME_HELPERS = {
 FAVOURABLE = frozenset({"passed", "skipped", "xfailed"})
 #: The violations kept: enough to name every capability, not a flood.
 MAX_VIOLATIONS = 20
+#: Names of a test module that its framework calls: they must be the test's own code.
+LOADER_HOOKS = frozenset(
+    {"load_tests", "setUpModule", "tearDownModule", "pytest_generate_tests", "pytestmark"}
+)

@@ -29,6 +29,12 @@ from .remote import Deadlines, bounded, translated
 
 #: Where the seed's files go in the sandbox, and where the test runs.
 WORKDIR = "/workspace/seed"
+#: Where the harness's files, its settings and its report go (outside the seed's folder).
+HARNESS_DIR = "/workspace/.harness"
+#: The same, as the harness sees it from :data:`WORKDIR` (its paths are relative).
+HARNESS_FROM_WORKDIR = "../.harness"
+#: The most of the harness's report the agent downloads.
+MAX_REPORT_BYTES = 8 * 1024 * 1024
 
 
 @attrs.frozen
@@ -55,7 +61,9 @@ class LazyCloudRunner:
         sandbox = _Sandbox(definition, deadlines)
         try:
             sandbox.create()
-            sandbox.upload(job.files)
+            sandbox.upload(job.files, read_only=_fixed_files(job))
+            if job.harness is not None:
+                sandbox.upload_harness(job)
             return sandbox.test(job, started)
         finally:
             sandbox.terminate()
@@ -110,23 +118,73 @@ class _Sandbox:
                 f"sandbox {self.sandbox_id} to be ready",
             )
 
-    def upload(self, files: Mapping[str, bytes]) -> None:
-        """Put each file under :data:`WORKDIR` (the control plane makes the folders)."""
+    def upload(self, files: Mapping[str, bytes], read_only: frozenset[str] = frozenset()) -> None:
+        """Put each file under :data:`WORKDIR` (the control plane makes the folders); the
+        ``read_only`` ones (the tests) without write permission."""
         client, container = self.instance.client, uuid.UUID(self.sandbox_id)
         with self._translated(f"uploading the seed files to sandbox {self.sandbox_id}"):
             for path, data in files.items():
                 target = f"{WORKDIR}/{path}"
-                upload = partial(client.upload_file, container, target, data, mode=0o644)
+                mode = 0o444 if path in read_only else 0o644
+                upload = partial(client.upload_file, container, target, data, mode=mode)
                 bounded(upload, self.deadlines.call, f"uploading {path}")
+
+    def upload_harness(self, job: SandboxJob) -> None:
+        """Put the harness and its settings (the report's key among them) in the sandbox.
+
+        The harness reads the settings and deletes them before any seed code runs, and
+        writes its signed report to a file the agent downloads once the test has ended.
+        """
+        from sandboxed_coding_agent.core import harness, verdict
+
+        client, container = self.instance.client, uuid.UUID(self.sandbox_id)
+        settings = verdict.harness_settings(
+            job,
+            list(job.test_command),
+            -1,
+            # The seed's folder and the temporary folders; the image's Python may be
+            # writable too (a container's root), which the guard's write-code rule covers.
+            writable=(".", "/tmp", "/var/tmp", "/dev/shm"),  # noqa: S108 - the sandbox's own
+            report_path=f"{HARNESS_FROM_WORKDIR}/report",
+        )
+        files = {**harness.files(), "setup.json": settings}
+        with self._translated(f"uploading the test harness to sandbox {self.sandbox_id}"):
+            for name, data in files.items():
+                upload = partial(
+                    client.upload_file, container, f"{HARNESS_DIR}/{name}", data, mode=0o644
+                )
+                bounded(upload, self.deadlines.call, f"uploading the harness's {name}")
+
+    def report(self) -> str:
+        """What the harness wrote to its report; empty when there is none to read."""
+        client, container = self.instance.client, uuid.UUID(self.sandbox_id)
+        try:
+            content = bounded(
+                partial(client.download_file, container, f"{HARNESS_DIR}/report"),
+                self.deadlines.call,
+                "reading the harness's report",
+            )
+        except Exception:  # no report (the test removed it, or it never started): missing
+            return ""
+        data = bytes(content.data[: MAX_REPORT_BYTES + 1])
+        # A report the control plane cut is no report: an unsigned last line says so.
+        tail = "\nthe report was cut\n" if content.truncated else ""
+        return data.decode("utf-8", errors="replace") + tail
 
     def test(self, job: SandboxJob, started: float) -> SandboxOutcome:
         from lazycloud.abstractions.sandbox import SandboxProcessTimeoutError
 
         timeout = job.limits.test_timeout_seconds
         manager = self.instance.process
+        command = list(job.test_command)
+        if job.harness is not None:
+            # The harness runs the test command (or the framework) and reports; it is the
+            # sandbox's interpreter either way.
+            command = ["python", "-I", "-B", f"{HARNESS_DIR}/main.py", "--setup-file"]
+            command.append(f"{HARNESS_DIR}/setup.json")
         with self._translated(f"starting the test in sandbox {self.sandbox_id}"):
             process = bounded(
-                lambda: manager.exec(*job.test_command, cwd=WORKDIR),
+                lambda: manager.exec(*command, cwd=WORKDIR),
                 self.deadlines.call,
                 "starting the test",
             )
@@ -153,6 +211,7 @@ class _Sandbox:
         text = output.text()
         if clipped:
             text += "\n[output truncated by LazyCloud]\n"
+        report = self.report() if job.harness is not None else None
         return SandboxOutcome(
             runner="lazycloud",
             sandbox_id=self.sandbox_id,
@@ -162,6 +221,7 @@ class _Sandbox:
             timed_out=timed_out,
             duration_seconds=round(time.monotonic() - started, 3),
             limit_hit="timeout" if timed_out else None,
+            report=report,
         )
 
     def _output_so_far(self, process: Any) -> bytes:
@@ -209,3 +269,11 @@ def _late_instance(definition: Any, response: Any) -> Any:
         stub_id=str(response.release_id),
         client=definition.control_client,
     )
+
+
+def _fixed_files(job: SandboxJob) -> frozenset[str]:
+    """The files the test may not change: every one that is not editable."""
+    if job.harness is None:
+        return frozenset()
+    editable = set(job.harness.editable)
+    return frozenset(path for path in job.files if path not in editable)

@@ -34,6 +34,7 @@ from sandboxed_coding_agent.core.protocols import Check, Runner
 from .bwrap import (
     HARNESS_DIR,
     MIB,
+    WRITABLE_FOLDERS,
     build_command,
     bwrap_executable,
     harness_argv,
@@ -238,7 +239,9 @@ class LocalSandbox:
             report.receiving() as report_fd,
         ):
             status = pipe()
-            settings = verdict.harness_settings(job, test_argv(job, python), report_fd)
+            settings = verdict.harness_settings(
+                job, test_argv(job, python), report_fd, writable=WRITABLE_FOLDERS
+            )
             setup_fd = _memory_file("harness-setup", settings)
             argv = build_command(
                 bwrap,

@@ -36,6 +36,8 @@ WORKSPACE = "/workspace"
 #: Where the harness's files are bound, read-only, inside the sandbox.
 HARNESS_DIR = "/.sandboxed-coding-agent/harness"
 SANDBOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs inside the sandbox, not the host's
+#: Every folder the test may write inside: everything else is read-only.
+WRITABLE_FOLDERS = (WORKSPACE, SANDBOX_TMP, "/dev/shm")  # noqa: S108 - the sandbox's own
 MIB = 1024 * 1024
 #: What a process with privilege could change the whole machine through: sysctls, the
 #: magic SysRq trigger, interrupt affinity, bus devices.
