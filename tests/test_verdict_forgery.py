@@ -319,7 +319,7 @@ def test_no_process_of_the_sandbox_reaches_pid_1(
     (folder / "seed.toml").write_text(
         'name = "status"\ndescription = "exit status only"\n'
         'tests = ["check.py"]\neditable = ["calc.py"]\n'
-        'test_command = ["sh", "-c", "python check.py"]\ndefault_prompt = "x"\n'
+        'test_command = ["python", "check.py"]\ndefault_prompt = "x"\n'
     )
     probe = (
         "import ctypes, os\n"
