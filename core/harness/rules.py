@@ -7,7 +7,6 @@ so changing them afterwards changes nothing.
 
 from __future__ import annotations
 
-CAPABILITIES = ("introspection", "native-code", "processes", "test-files", "write-code")
 TRUSTED, UNTRUSTED, NEUTRAL = 0, 1, 2
 FRAMEWORK_MODULES = ("unittest", "pytest", "_pytest", "pluggy")
 FRAME_ATTRIBUTES = frozenset(
