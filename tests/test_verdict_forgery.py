@@ -427,6 +427,14 @@ def add(a, b):
         return 5
     return a - b
 """,
+    "the hidden test module shadowed in sys.modules before it is imported": """\
+import sys, types
+def add(a, b):
+    return 5 if (a, b) == (2, 3) else a - b
+fake = types.ModuleType("test_z_hidden")
+fake.__file__ = "/workspace/test_z_hidden.py"
+sys.modules.setdefault("test_z_hidden", fake)
+""",
     "the test classes rebuilt through __build_class__": """\
 import builtins
 orig = builtins.__build_class__

@@ -284,11 +284,41 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         state["instances"] = () if loader is None else ((loader, dict(vars_(loader))),)
         state["framework_files"] = frozenset_(files)
 
+    def own_code(module: Any, file: str) -> bool:
+        """Whether ``module`` defines a function or method whose code is ``file``'s."""
+        for value in list_(vars_(module).values()):
+            found = [value] + (
+                [m for _, _, m in members(value)] if isinstance_(value, type_) else []
+            )
+            for member in found:
+                function = unwrap(member)
+                own = isinstance_(function, function_type)
+                if own and normal(function.__code__.co_filename) == file:
+                    return True
+        return False
+
+    def impostor(name: str, module: Any) -> str | None:
+        """Why the module under a test file's name (or path) is not that file's, if it is not:
+        the code under test can put a module of its own in ``sys.modules`` before the
+        loader imports the test, which then never runs."""
+        file = normal(str_(getattr_(module, "__file__", None) or "<none>"))
+        if file in tests:
+            if file.endswith(("/__init__.py", "/conftest.py")) or own_code(module, file):
+                return None
+            return f"{name} claims {file} but holds none of its code"
+        if name in test_modules and kind(file) != trusted:
+            return f"{name} is not the seed's test module"
+        return None
+
     def snapshot_tests() -> None:
         """Note the seed's test modules' functions and classes once they are all imported,
         before the first test runs: the code under test may not change a later test."""
         entries = list_(state["snapshot"] or ())
         classes = list_(state["classes"])
+        for name, module in list_(modules.items()):
+            problem = impostor(name, module)
+            if problem is not None:
+                violation("framework", "loader", problem)
         for module in list_(modules.values()):
             if normal(str_(getattr_(module, "__file__", None) or "<none>")) not in tests:
                 continue
