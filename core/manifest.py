@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from . import contract, patterns, seed_files
+from . import contract, git_source, patterns, seed_files
 from .errors import UsageError
 from .evidence import GUARD_CAPABILITIES
 from .model import ALWAYS_TEST_PATHS, LimitError, SeedLimits, SeedProject, SeedRuntime
@@ -58,9 +58,18 @@ _KEYS = frozenset(
         "runtime",
         "policies",
         "guard",
+        "source",
+        "context",
+        "context_budget_bytes",
+        "fail_to_pass",
+        "pass_to_pass",
     }
 )
-_RUNTIME_KEYS = frozenset({"python", "requirements"})
+_RUNTIME_KEYS = frozenset({"python", "requirements", "project"})
+_SOURCE_KEYS = frozenset({"git", "commit"})
+#: Most test IDs in ``fail_to_pass`` and in ``pass_to_pass`` each, and their longest.
+MAX_TEST_IDS = 5000
+MAX_TEST_ID_CHARS = 2000
 
 PolicyCheck = Callable[[str, Mapping[str, Any]], None]
 
@@ -268,7 +277,17 @@ class _Reader:
             )
         root = self.manifest.parent.resolve()
         folder = os.fstat(self.root_fd)
-        files = self.files(root, self.patterns(data, "files", DEFAULT_FILES))
+        source = self.source(data.get("source"), root)
+        if source is None:
+            files = self.files(root, self.patterns(data, "files", DEFAULT_FILES))
+            added: tuple[str, ...] = ()
+        else:
+            added = self.files(root, self.patterns(data, "files", DEFAULT_FILES), optional=True)
+            try:
+                tree = [entry.path for entry in git_source.list_tree(source) if not entry.link]
+            except git_source.GitSourceError as error:
+                raise self.fail(("source",), error.message) from None
+            files = tuple(sorted({*tree, *added}))
         tests = self.patterns(data, "tests")
         hidden = self.patterns(data, "hidden_tests", ())
         editable = self.patterns(data, "editable")
@@ -291,8 +310,18 @@ class _Reader:
         default_prompt = self.string(data, "default_prompt")
         limits = self.limits(data.get("limits", {}))
         policies = self.policies(data.get("policies", {}), check_policy)
-        runtime = self.runtime(data.get("runtime"))
+        runtime = self.runtime(data.get("runtime"), root, source)
         guard_allow = self.guard(data.get("guard"))
+        context = self.patterns(data, "context", ())
+        budget = data.get("context_budget_bytes", 64_000)
+        if (
+            isinstance(budget, bool)
+            or not isinstance(budget, int)
+            or not 1_000 <= budget <= 4_000_000
+        ):
+            raise self.fail(("context_budget_bytes",), "must be an integer from 1000 to 4000000")
+        fail_to_pass = self.test_ids(data, "fail_to_pass")
+        pass_to_pass = self.test_ids(data, "pass_to_pass")
         try:
             return SeedProject(
                 name=name,
@@ -310,6 +339,12 @@ class _Reader:
                 runtime=runtime,
                 untrusted=self.untrusted,
                 guard_allow=guard_allow,
+                source=source,
+                added_files=added,
+                context_paths=context,
+                context_budget_bytes=budget,
+                fail_to_pass=fail_to_pass,
+                pass_to_pass=pass_to_pass,
             )
         except (ValueError, TypeError) as error:  # the checks above should leave nothing here
             raise ManifestError(f"{self.manifest}: {error}") from None
@@ -350,7 +385,89 @@ class _Reader:
                 raise self.fail((key,), f"{pattern!r}: {problem}")
         return found
 
-    def files(self, root: Path, wanted: tuple[str, ...]) -> tuple[str, ...]:
+    def source(self, table: object, root: Path) -> git_source.SourceTree | None:
+        if table is None:
+            return None
+        if not isinstance(table, dict):
+            raise self.fail(("source",), "must be a table with git and commit")
+        for key in table:
+            if key not in _SOURCE_KEYS:
+                raise self.fail(("source", key), "unknown key (known: commit, git)")
+        for key in sorted(_SOURCE_KEYS):
+            if not isinstance(table.get(key), str) or not table[key].strip():
+                raise self.fail(("source", key), "must be a non-empty string")
+        repository: str = table["git"]
+        if not (
+            os.path.isabs(repository)
+            or repository.startswith("-")
+            or "://" in repository
+            or "::" in repository
+        ):
+            # A relative path is relative to the seed's folder.
+            repository = os.path.normpath(root / repository)
+        problem = git_source.location_problem(repository)
+        if problem:
+            raise self.fail(("source", "git"), problem)
+        try:
+            return git_source.resolve(repository, table["commit"])
+        except git_source.GitSourceError as error:
+            raise self.fail(("source",), error.message) from None
+
+    def project_requirements(
+        self, root: Path, source: git_source.SourceTree | None
+    ) -> tuple[str, ...]:
+        """The ``[project] dependencies`` of the project's ``pyproject.toml``: the seed's own
+        one if it has one, else the tree's."""
+        if (root / "pyproject.toml").is_file() or source is None:
+            try:
+                data = seed_files.read_seed_files(
+                    root, ("pyproject.toml",), untrusted=self.untrusted
+                )
+            except seed_files.SeedFileError as error:
+                raise self.fail(("runtime", "project"), error.message) from None
+            text = data["pyproject.toml"]
+        else:
+            try:
+                text = git_source.show(source, "pyproject.toml")
+            except git_source.GitSourceError as error:
+                raise self.fail(("runtime", "project"), error.message) from None
+        if text is None:
+            raise self.fail(("runtime", "project"), "the project has no pyproject.toml")
+        try:
+            project = tomllib.loads(text.decode("utf-8")).get("project", {})
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError, ValueError):
+            raise self.fail(
+                ("runtime", "project"), "the project's pyproject.toml is not valid TOML"
+            ) from None
+        dependencies = project.get("dependencies", []) if isinstance(project, dict) else None
+        if not isinstance(dependencies, list) or not all(isinstance(d, str) for d in dependencies):
+            raise self.fail(
+                ("runtime", "project"),
+                "the project's pyproject.toml has no list of strings at [project] dependencies",
+            )
+        return tuple(dependencies)
+
+    def test_ids(self, data: Mapping[str, Any], key: str) -> tuple[str, ...]:
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(
+            isinstance(item, str)
+            and item.strip()
+            and len(item) <= MAX_TEST_ID_CHARS
+            and not patterns.has_control_character(item)
+            for item in value
+        ):
+            raise self.fail(
+                (key,),
+                f"must be a list of test IDs (non-empty strings of at most {MAX_TEST_ID_CHARS} "
+                "characters, no control characters)",
+            )
+        if len(value) > MAX_TEST_IDS:
+            raise self.fail((key,), f"{len(value)} test IDs; at most {MAX_TEST_IDS}")
+        return tuple(dict.fromkeys(value))
+
+    def files(
+        self, root: Path, wanted: tuple[str, ...], *, optional: bool = False
+    ) -> tuple[str, ...]:
         candidates = _walk(self.root_fd, root)
         chosen: dict[str, None] = {}
         for pattern in wanted:
@@ -361,6 +478,8 @@ class _Reader:
                 chosen[pattern] = None
                 continue
             hits = [path for path in candidates if patterns.matches(path, pattern)]
+            if not hits and optional:
+                continue
             if not hits:
                 raise self.fail(("files",), f"{pattern!r} matches no file in {root}")
             for path in hits:
@@ -450,7 +569,9 @@ class _Reader:
             raise self.fail(("guard", "allow"), f"must be a list of capabilities ({known})")
         return tuple(dict.fromkeys(allow))
 
-    def runtime(self, table: object) -> SeedRuntime | None:
+    def runtime(
+        self, table: object, root: Path, source: git_source.SourceTree | None
+    ) -> SeedRuntime | None:
         if table is None:
             return None
         if not isinstance(table, dict):
@@ -468,8 +589,16 @@ class _Reader:
             isinstance(item, str) and item for item in requirements
         ):
             raise self.fail(("runtime", "requirements"), "must be a list of non-empty strings")
+        project = table.get("project", False)
+        if not isinstance(project, bool):
+            raise self.fail(("runtime", "project"), "must be true or false")
         try:
-            return SeedRuntime(python=python, requirements=requirements)
+            return SeedRuntime(
+                python=python,
+                requirements=requirements,
+                project=project,
+                project_requirements=self.project_requirements(root, source) if project else (),
+            )
         except ValueError as error:
             reason = str(error).removeprefix("requirements: ")
             raise self.fail(("runtime", "requirements"), reason) from None

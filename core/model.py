@@ -21,6 +21,7 @@ from attrs import validators as v
 from . import patterns, seed_files
 from .errors import Rejection
 from .evidence import GUARD_CAPABILITIES, TestHarness, TestReport
+from .git_source import SourceTree
 
 #: Files that steer a test run (pytest's conftest and configuration), so they count as
 #: test files in every seed: a plan that could rewrite them could fake any test result.
@@ -196,10 +197,21 @@ class SeedRuntime:
     :ivar python: the Python version, such as ``"3.12"``; ``None`` means the agent's own.
     :ivar requirements: requirement specifiers of packages from the index, such as
         ``"pytest>=8"``; never a URL or a path.
+    :ivar project: the project under test's own dependencies (the ``[project]``
+        ``dependencies`` of the seed's ``pyproject.toml``) are installed too, and the
+        project's folder (``src`` when it has one) is put on the sandbox's ``sys.path``,
+        so its tests import the patched files. Nothing of the project is built or run
+        outside the sandbox.
+    :ivar project_requirements: those dependencies, read from the seed's
+        ``pyproject.toml`` when the seed is loaded (part of the cache key).
     """
 
     python: str | None = attrs.field(default=None, validator=v.optional(v.matches_re(r"3\.\d+")))
     requirements: tuple[str, ...] = attrs.field(
+        default=(), converter=_as_tuple, validator=_requirement
+    )
+    project: bool = False
+    project_requirements: tuple[str, ...] = attrs.field(
         default=(), converter=_as_tuple, validator=_requirement
     )
 
@@ -237,6 +249,22 @@ class SeedProject:
     :ivar root_identity: the (device, inode) of ``root`` when the seed was read from a
         folder; the files are read only from that very folder, never from one swapped in
         at its path since.
+    :ivar source: for a git seed, the repository and commit whose tree holds the
+        project (:mod:`~.git_source`); ``files`` then lists the tree's files and the
+        seed's own (:attr:`added_files`), which replace the tree's of the same path.
+        ``None``: every file is in ``root``.
+    :ivar added_files: for a git seed, the files of its own folder (``root``) that it
+        adds on top of the tree (tests above all).
+    :ivar context_paths: paths or patterns of files the planner reads besides the
+        editable ones, within :attr:`context_budget_bytes`; for a git seed, the files a
+        planner sees are the editable ones and these (plus a map of the repository).
+        Empty for a folder seed: every file that is not a hidden test.
+    :ivar context_budget_bytes: the most bytes of file text and repository map the
+        planner is given for a git seed or a seed with ``context`` patterns.
+    :ivar fail_to_pass: test IDs (pytest node IDs or unittest dotted names) that fail
+        before the fix and must pass after it.
+    :ivar pass_to_pass: test IDs that pass before the fix and must still pass after it.
+        With either list, the run is graded test by test (:mod:`~.grading`).
     """
 
     name: str = attrs.field(validator=v.matches_re(r"[a-z0-9][a-z0-9._-]{0,63}"))
@@ -258,6 +286,14 @@ class SeedProject:
     guard_allow: tuple[str, ...] = attrs.field(
         default=(), converter=_as_tuple, validator=v.deep_iterable(v.in_(GUARD_CAPABILITIES))
     )
+    source: SourceTree | None = None
+    added_files: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
+    context_paths: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
+    context_budget_bytes: int = attrs.field(
+        default=64_000, validator=[v.instance_of(int), v.ge(1_000), v.le(4_000_000)]
+    )
+    fail_to_pass: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
+    pass_to_pass: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
 
     @editable_paths.validator
     def _editable_paths_are_files(self, _: attrs.Attribute[object], value: tuple[str, ...]) -> None:
@@ -297,16 +333,50 @@ class SeedProject:
         """The files a plan may replace: :attr:`editable_paths` expanded against :attr:`files`."""
         return tuple(f for f in self.files if patterns.matches_any(f, self.editable_paths))
 
+    @property
+    def carried_files(self) -> tuple[str, ...]:
+        """The files the agent reads and hands to every sandbox: all of a folder seed's;
+        a git seed's own (:attr:`added_files`) and editable ones, the rest of its files
+        being in the tree a runner binds (:attr:`SandboxJob.tree`)."""
+        if self.source is None:
+            return self.files
+        return tuple(dict.fromkeys((*self.added_files, *self.editable_files)))
+
     def read_files(self) -> dict[str, bytes]:
-        """Read every file of the seed, never following a link; nothing is ever written back.
+        """Read :attr:`carried_files`, never following a link; nothing is ever written back.
 
         :raises ~sandboxed_coding_agent.core.seed_files.SeedFileError: a file is a link,
             a FIFO or a device, changed while it was read, or (when :attr:`untrusted`)
             is a hard link.
         """
-        return seed_files.read_seed_files(
-            self.root, self.files, untrusted=self.untrusted, identity=self.root_identity
+        own = self.files if self.source is None else self.added_files
+        found = seed_files.read_seed_files(
+            self.root, own, untrusted=self.untrusted, identity=self.root_identity
         )
+        if self.source is not None:
+            from . import git_source
+
+            rest = [path for path in self.carried_files if path not in found]
+            found.update(git_source.read_files(self.source, rest))
+        return found
+
+    def read_tree_files(self, paths: Iterable[str]) -> dict[str, bytes]:
+        """Read some of the files (context for a planner), own files first, then the tree's."""
+        every = set(self.files)
+        wanted = [path for path in paths if path in every]
+        own = set(self.files if self.source is None else self.added_files)
+        found = seed_files.read_seed_files(
+            self.root,
+            [p for p in wanted if p in own],
+            untrusted=self.untrusted,
+            identity=self.root_identity,
+        )
+        rest = [p for p in wanted if p not in own]
+        if rest and self.source is not None:
+            from . import git_source
+
+            found.update(git_source.read_files(self.source, rest))
+        return found
 
 
 @attrs.frozen
@@ -456,6 +526,10 @@ class SandboxJob:
     :ivar harness: how to run the test command under the harness, whose signed
         report the agent reads (see :class:`~.evidence.TestHarness`); ``None``:
         the verdict rests on the exit status alone.
+    :ivar tree: for a git seed, the repository and commit whose tree is the project;
+        the runner puts it in the project folder read-only and ``files`` on top of it
+        (``files`` then holds only the seed's own files and the editable ones).
+        ``None``: ``files`` is the whole project.
     """
 
     seed: str
@@ -464,6 +538,7 @@ class SandboxJob:
     limits: SeedLimits = attrs.field(factory=SeedLimits)
     runtime: SeedRuntime | None = None
     harness: TestHarness | None = None
+    tree: SourceTree | None = None
 
 
 #: The limits a runner may name in :attr:`SandboxOutcome.limit_hit`.

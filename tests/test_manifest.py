@@ -493,7 +493,7 @@ def test_runtime_names_the_python_and_requirements_the_test_needs(tmp_path: Path
             "line 10: runtime.requirements: '--index-url=http://example.invalid' is an option, "
             "not a requirement",
         ),
-        ('pip = ["x"]', "line 10: runtime.pip: unknown key (known: python, requirements)"),
+        ('pip = ["x"]', "line 10: runtime.pip: unknown key (known: project, python, requirements)"),
     ],
 )
 def test_bad_runtime_is_rejected_with_its_line(tmp_path: Path, table: str, expected: str) -> None:

@@ -1,0 +1,430 @@
+"""Git seeds: a repository at a commit, fetched once and checked out once per commit.
+
+A seed whose ``seed.toml`` has a ``[source]`` table (``git``, ``commit``) takes
+its files from that commit instead of its own folder. The agent keeps, in its
+cache (``$XDG_CACHE_HOME/sandboxed-coding-agent/git``):
+
+* ``repos/<hash of the location>.git``: a bare repository that every fetch of
+  that location goes into, outside any sandbox. A local path or a ``file://``
+  URL needs no network; a network URL is fetched by ``git`` on this machine,
+  never inside a sandbox.
+* ``trees/<commit>``: the tree at that commit, checked out once and made
+  read-only, which every later sandbox of any seed at that commit binds
+  read-only instead of receiving copies of its files.
+
+A second run of a seed therefore costs one ``git cat-file`` and one
+``git ls-tree``, whatever the repository's size. The repository is hostile
+input: ``git`` runs with the repository's hooks, fsmonitor and the ``ext::``
+transport off, and the tree is refused when it holds a symbolic link out of it,
+a path that is not UTF-8 or holds a control character, or more than
+:data:`MAX_TREE_FILES` files, :data:`MAX_TREE_BYTES` bytes or
+:data:`MAX_TREE_DEPTH` folders of depth. Submodules are left out (their folder
+is empty), as ``git`` itself leaves them until told otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import posixpath
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import attrs
+
+from .errors import UsageError
+
+CACHE_FOLDER = Path("sandboxed-coding-agent", "git")
+#: Ceilings of a git seed's tree (a folder seed's are in :mod:`.manifest`).
+MAX_TREE_FILES = 100_000
+MAX_TREE_BYTES = 2 * 1024 * 1024 * 1024
+MAX_TREE_DEPTH = 64
+MAX_PATH_BYTES = 1024
+#: Largest file read from the repository without a checkout (``pyproject.toml``).
+MAX_SHOWN_BYTES = 1024 * 1024
+#: How long one ``git`` command may take (a first fetch of a large repository is the longest).
+GIT_TIMEOUT_SECONDS = 1800
+
+_FULL_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_URL = re.compile(r"([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
+_SCHEMES = frozenset({"file", "https", "http", "ssh", "git"})
+_SYMLINK = "120000"
+_GITLINK = "160000"
+# Settings that keep a hostile repository from running anything on this machine.
+_SAFE = (
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.fsmonitor=false",
+    "-c", "protocol.ext.allow=never",
+    "-c", "safe.directory=*",
+    "-c", "core.symlinks=true",
+    "-c", "advice.detachedHead=false",
+)  # fmt: skip
+
+
+class GitSourceError(UsageError):
+    """A git seed's repository or commit cannot be used."""
+
+
+@attrs.frozen
+class SourceTree:
+    """A repository at a commit: where a git seed's files come from.
+
+    Plain data, so a runner on another machine can fetch the same tree.
+
+    :ivar repository: where the repository is: an absolute path or a URL
+        (``file://``, ``https://``, ``ssh://``, ``git://``).
+    :ivar commit: the full commit ID (40 or 64 lowercase hex digits).
+    """
+
+    repository: str
+    commit: str = attrs.field(validator=attrs.validators.matches_re(_FULL_COMMIT))
+
+
+@attrs.frozen
+class TreeFile:
+    """A file of a commit's tree, as ``git ls-tree`` lists it."""
+
+    path: str
+    size: int
+    link: bool = False
+
+
+def cache_root(environ: Mapping[str, str] = os.environ) -> Path:
+    """Where fetched repositories and checked-out trees are kept (XDG base directory rules)."""
+    base = environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = str(Path.home() / ".cache")
+    return Path(base) / CACHE_FOLDER
+
+
+def location_problem(repository: str) -> str | None:
+    """Why ``repository`` cannot be fetched from, or ``None``."""
+    if not repository or repository.startswith("-") or "\0" in repository:
+        return "must be a path or a URL"
+    if any(ord(c) < 32 or ord(c) == 127 for c in repository):
+        return "contains a control character"
+    scheme = _URL.match(repository)
+    if scheme:
+        if scheme.group(1).lower() not in _SCHEMES:
+            known = ", ".join(f"{s}://" for s in sorted(_SCHEMES))
+            return f"{scheme.group(1)}:// is not a transport the agent uses (known: {known})"
+        return None
+    if "::" in repository:
+        return "a git remote helper (TRANSPORT::ADDRESS) is not a transport the agent uses"
+    if not os.path.isabs(repository):
+        return "must be an absolute path or a URL"
+    return None
+
+
+def _environment() -> dict[str, str]:
+    keep = ("PATH", "HOME", "SSH_AUTH_SOCK", "GIT_SSH_COMMAND", "SSL_CERT_FILE", "SSL_CERT_DIR")
+    found = {name: os.environ[name] for name in keep if name in os.environ}
+    found.update(
+        GIT_TERMINAL_PROMPT="0",
+        GIT_CONFIG_NOSYSTEM="1",
+        LC_ALL="C",
+        # A key in the caller's environment never reaches git, which could print or send it.
+        GIT_ASKPASS="/bin/false",
+    )
+    return found
+
+
+def git(
+    arguments: Sequence[str],
+    *,
+    git_dir: Path | None = None,
+    work_tree: Path | None = None,
+    index: Path | None = None,
+    data: bytes | None = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``git`` with the settings a hostile repository cannot change; raise on failure."""
+    executable = shutil.which("git")
+    if executable is None:
+        raise GitSourceError("git seeds need git, which is not installed on this machine")
+    environment = _environment()
+    if git_dir is not None:
+        environment["GIT_DIR"] = str(git_dir)
+    if work_tree is not None:
+        environment["GIT_WORK_TREE"] = str(work_tree)
+    if index is not None:
+        environment["GIT_INDEX_FILE"] = str(index)
+    try:
+        done = subprocess.run(
+            [executable, *_SAFE, *arguments],
+            input=data,
+            capture_output=True,
+            env=environment,
+            timeout=GIT_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise GitSourceError(
+            f"git {arguments[0]} took longer than {GIT_TIMEOUT_SECONDS} seconds"
+        ) from None
+    if check and done.returncode != 0:
+        detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise GitSourceError(
+            f"git {arguments[0]} failed: {detail[-1] if detail else done.returncode}"
+        )
+    return done
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def repository_folder(repository: str, environ: Mapping[str, str] = os.environ) -> Path:
+    """The cache's bare repository for ``repository``."""
+    name = hashlib.sha256(repository.encode()).hexdigest()[:24]
+    return cache_root(environ) / "repos" / f"{name}.git"
+
+
+def _has_commit(folder: Path, commit: str) -> bool:
+    found = git(["cat-file", "-e", f"{commit}^{{commit}}"], git_dir=folder, check=False)
+    return found.returncode == 0
+
+
+def fetch(repository: str, commit: str, environ: Mapping[str, str] = os.environ) -> Path:
+    """The cache's bare repository of ``repository``, holding ``commit``; fetched if it is not.
+
+    ``commit`` may be any name while it is being checked (:func:`resolve`); only a full
+    commit ID skips the fetch when it is already there.
+    """
+    problem = location_problem(repository)
+    if problem:
+        raise GitSourceError(f"git = {repository!r}: {problem}")
+    if not _URL.match(repository) and not Path(repository).exists():
+        raise GitSourceError(f"git = {repository!r}: no such repository")
+    folder = repository_folder(repository, environ)
+    with _locked(folder.with_name(folder.name + ".lock")):
+        if not (folder / "HEAD").exists():
+            git(["init", "--quiet", "--bare", str(folder)])
+        if _FULL_COMMIT.fullmatch(commit) and _has_commit(folder, commit):
+            return folder
+        git(
+            [
+                "fetch", "--quiet", "--no-tags", "--force", "--", repository,
+                "+refs/heads/*:refs/sources/heads/*", "+refs/tags/*:refs/sources/tags/*",
+            ],
+            git_dir=folder,
+        )  # fmt: skip
+        if _FULL_COMMIT.fullmatch(commit) and not _has_commit(folder, commit):
+            # Not on a branch or tag: a server may still give it when asked by its ID.
+            git(
+                ["fetch", "--quiet", "--no-tags", "--", repository, commit],
+                git_dir=folder,
+                check=False,
+            )
+    return folder
+
+
+def resolve(repository: str, commit: str, environ: Mapping[str, str] = os.environ) -> SourceTree:
+    """The tree of ``repository`` at ``commit``, fetched into the cache if needed.
+
+    :raises GitSourceError: the repository cannot be fetched, ``commit`` is a branch or
+        a tag (the error names the commit it points to now), or it is not there.
+    """
+    if not isinstance(commit, str) or not commit or commit.startswith("-") or "\0" in commit:
+        raise GitSourceError("commit must be a full commit ID (40 hex digits)")
+    folder = fetch(repository, commit, environ)
+    if _FULL_COMMIT.fullmatch(commit):
+        if not _has_commit(folder, commit):
+            raise GitSourceError(f"commit {commit} is not in {repository}")
+        return SourceTree(repository, commit)
+    named = commit.removeprefix("refs/")
+    for candidate in (f"refs/sources/heads/{named}", f"refs/sources/tags/{named}", commit):
+        found = git(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{candidate}^{{commit}}"],
+            git_dir=folder,
+            check=False,
+        )
+        if found.returncode == 0:
+            full = found.stdout.decode().strip()
+            raise GitSourceError(
+                f"commit = {commit!r} is a branch, a tag or a short ID, which can move or "
+                f"become ambiguous; name the full commit: commit = {full!r}"
+            )
+    raise GitSourceError(
+        f"commit = {commit!r} is not in {repository} (a seed names a full commit ID)"
+    )
+
+
+def _path_problem(path: str) -> str | None:
+    if len(path.encode()) > MAX_PATH_BYTES:
+        return f"a path is longer than {MAX_PATH_BYTES} bytes"
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return f"{path!r}: the path contains a control character"
+    if path.count("/") >= MAX_TREE_DEPTH:
+        return f"{path!r}: deeper than {MAX_TREE_DEPTH} folders"
+    return None
+
+
+def _link_problem(path: str, target: bytes) -> str | None:
+    try:
+        text = target.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"{path}: a symbolic link whose target is not UTF-8"
+    if text.startswith("/") or "\0" in text:
+        return f"{path}: a symbolic link to {text!r}, outside the tree"
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), text))
+    if (
+        resolved == ".."
+        or resolved.startswith("../")
+        or resolved == ".git"
+        or resolved.startswith(".git/")
+    ):
+        return f"{path}: a symbolic link to {text!r}, outside the tree"
+    return None
+
+
+def list_tree(source: SourceTree, environ: Mapping[str, str] = os.environ) -> list[TreeFile]:
+    """Every file of the commit's tree, checked against the ceilings and the link rule.
+
+    :raises GitSourceError: the tree breaks a ceiling, holds a path that is not UTF-8
+        or has a control character, or a symbolic link that leads out of it.
+    """
+    folder = fetch(source.repository, source.commit, environ)
+    listing = git(["ls-tree", "-r", "-z", "--long", "--full-tree", source.commit], git_dir=folder)
+    found: list[TreeFile] = []
+    links: list[tuple[str, str]] = []
+    total = 0
+    for record in listing.stdout.split(b"\0"):
+        if not record:
+            continue
+        head, _, raw_path = record.partition(b"\t")
+        mode, kind, object_id, size = head.split()
+        if mode == _GITLINK.encode() or kind != b"blob":
+            continue
+        try:
+            path = raw_path.decode("utf-8")
+        except UnicodeDecodeError:
+            name = raw_path.decode("utf-8", "backslashreplace")
+            raise GitSourceError(f"{source.commit}: {name}: the path is not valid UTF-8") from None
+        problem = _path_problem(path)
+        if problem:
+            raise GitSourceError(f"{source.commit}: {problem}")
+        link = mode == _SYMLINK.encode()
+        if link:
+            links.append((path, object_id.decode()))
+        total += int(size)
+        found.append(TreeFile(path, int(size), link))
+        if len(found) > MAX_TREE_FILES:
+            raise GitSourceError(
+                f"{source.commit}: more than {MAX_TREE_FILES} files; a git seed has at most that"
+            )
+    if total > MAX_TREE_BYTES:
+        raise GitSourceError(
+            f"{source.commit}: {total} bytes of files; a git seed has at most {MAX_TREE_BYTES}"
+        )
+    if links:
+        targets = git(
+            ["cat-file", "--batch"],
+            git_dir=folder,
+            data="".join(f"{oid}\n" for _, oid in links).encode(),
+        ).stdout
+        for path, _ in links:
+            header, _, targets = targets.partition(b"\n")
+            length = int(header.split()[2])
+            problem = _link_problem(path, targets[:length])
+            targets = targets[length + 1 :]
+            if problem:
+                raise GitSourceError(f"{source.commit}: {problem}")
+    return found
+
+
+def tree_folder(source: SourceTree, environ: Mapping[str, str] = os.environ) -> Path:
+    """Where the tree at ``source.commit`` is checked out, read-only (made once, then reused)."""
+    return cache_root(environ) / "trees" / source.commit
+
+
+def materialize(source: SourceTree, environ: Mapping[str, str] = os.environ) -> Path:
+    """The commit's tree checked out in the cache, made read-only; checked out only once.
+
+    The tree is checked (:func:`list_tree`) before it is written, and written to a
+    temporary folder renamed into place when complete, so a folder in place is whole.
+    """
+    final = tree_folder(source, environ)
+    if final.is_dir():
+        return final
+    with _locked(final.with_name(final.name + ".lock")):
+        if final.is_dir():
+            return final
+        list_tree(source, environ)
+        folder = fetch(source.repository, source.commit, environ)
+        partial = final.with_name(f".partial-{source.commit}-{os.getpid()}")
+        index = final.with_name(f".index-{source.commit}-{os.getpid()}")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        try:
+            git(["read-tree", source.commit], git_dir=folder, index=index)
+            git(
+                ["checkout-index", "--all", "--force"],
+                git_dir=folder,
+                work_tree=partial,
+                index=index,
+            )
+            _read_only(partial)
+            partial.rename(final)
+        except BaseException:
+            _make_writable(partial)
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+        finally:
+            index.unlink(missing_ok=True)
+    return final
+
+
+def _read_only(root: Path) -> None:
+    """Files 0444 (0555 when executable), folders 0555: readable by the sandbox's user,
+    writable by nobody but root."""
+    folders: list[str] = []
+    for folder, _, files in os.walk(root):
+        folders.append(folder)
+        for name in files:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                executable = os.lstat(path).st_mode & 0o100
+                os.chmod(path, 0o555 if executable else 0o444)
+    for folder in reversed(folders):
+        os.chmod(folder, 0o555)  # noqa: S103 - read-only, for the sandbox's user
+
+
+def _make_writable(root: Path) -> None:
+    """Let a partial checkout be removed."""
+    for folder, _, _ in os.walk(root):
+        with contextlib.suppress(OSError):
+            os.chmod(folder, 0o700)
+
+
+def show(source: SourceTree, path: str, environ: Mapping[str, str] = os.environ) -> bytes | None:
+    """One file of the commit's tree as git stores it, without a checkout; ``None`` if absent."""
+    folder = fetch(source.repository, source.commit, environ)
+    found = git(["cat-file", "-s", f"{source.commit}:{path}"], git_dir=folder, check=False)
+    if found.returncode != 0:
+        return None
+    if int(found.stdout) > MAX_SHOWN_BYTES:
+        raise GitSourceError(f"{path}: larger than {MAX_SHOWN_BYTES} bytes")
+    return git(["cat-file", "blob", f"{source.commit}:{path}"], git_dir=folder).stdout
+
+
+def read_files(
+    source: SourceTree, paths: Sequence[str], environ: Mapping[str, str] = os.environ
+) -> dict[str, bytes]:
+    """Some files of the tree, from the checked-out copy, never following a link."""
+    from . import seed_files
+
+    root = materialize(source, environ)
+    return seed_files.read_seed_files(root, tuple(paths), untrusted=False)
