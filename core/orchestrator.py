@@ -465,6 +465,7 @@ class _Search:
             limits=self.seed.limits,
             runtime=self.seed.runtime,
             harness=harness_for(self.seed, patched),
+            tree=self.seed.source,
         )
         with self.sandboxes.slot():
             self.prepare(job)
