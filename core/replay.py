@@ -17,6 +17,7 @@ import attrs
 
 from . import orchestrator, run_records
 from .errors import PlanRejected, UsageError
+from .git_source import SourceTree
 from .model import SeedProject
 from .plugins import PluginHost, declared_parameters
 from .protocols import PatchPolicy, Runner
@@ -58,6 +59,12 @@ def replay_seed(host: PluginHost, record: RunRecord, seed: str | None, force: bo
     :raises UsageError: its files differ from the recorded ones and ``force`` is not set.
     """
     project = recorded_seed(host, record, seed)
+    if project.source != record.seed.source and not force:
+        raise UsageError(
+            f"seed {project.name!r} ({project.root}) now names {_tree(project.source)}, and "
+            f"run {record.run_id} was made at {_tree(record.seed.source)}; "
+            "a replay would not test what was recorded (--force replays it anyway)"
+        )
     found = seed_hash(project.read_files())
     # A record without a hash cannot show that the seed is unchanged, so it counts as changed.
     if found != record.seed.sha256 and not force:
@@ -72,6 +79,12 @@ def replay_seed(host: PluginHost, record: RunRecord, seed: str | None, force: bo
             "a replay would not test what was recorded (--force replays it anyway)"
         )
     return project
+
+
+def _tree(source: SourceTree | None) -> str:
+    if source is None:
+        return "no git commit (a folder seed)"
+    return f"commit {source.commit} of {source.repository}"
 
 
 def recorded_seed(host: PluginHost, record: RunRecord, seed: str | None = None) -> SeedProject:

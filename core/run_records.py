@@ -34,6 +34,7 @@ import attrs
 
 from . import contract, orchestrator, provider, records
 from .errors import AgentError, AgentWarning, UsageError
+from .git_source import SourceTree
 from .model import (
     PatchFile,
     PatchPlan,
@@ -69,13 +70,16 @@ class SeedIdentity:
     :ivar root: the folder its files were read from.
     :ivar sha256: a hash of every file's path and bytes (see :func:`seed_hash`);
         ``None`` when the files could not be read.
-    :ivar files: the seed's files.
+    :ivar files: the seed's files (of a git seed: its own and editable ones, the rest
+        being the tree's at ``source.commit``).
+    :ivar source: a git seed's repository and commit; ``None`` for a folder seed.
     """
 
     name: str
     root: str
     sha256: str | None
     files: tuple[str, ...]
+    source: SourceTree | None = None
 
 
 @attrs.frozen
@@ -608,7 +612,8 @@ def _record(
             name=seed.name,
             root=str(seed.root),
             sha256=seed_hash(files) if files is not None else None,
-            files=seed.files,
+            files=seed.carried_files,
+            source=seed.source,
         ),
         instruction=instruction,
         planner=planner,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import attrs
 
-from sandboxed_coding_agent.core import harness, verdict
+from sandboxed_coding_agent.core import git_source, harness, verdict
 from sandboxed_coding_agent.core.errors import SandboxError
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome
@@ -51,6 +51,7 @@ from .process import BoundedOutput, run_sandbox
 from .runtime import prepare_runtime
 from .seccomp import sandbox_filter
 from .start import Launch, above_standard, pipe
+from .tree import tree_mounts
 from .user import bwrap_folders, sandbox_user
 
 __all__ = [
@@ -175,6 +176,9 @@ class LocalSandbox:
         """Build the job's runtime, if it has one not cached yet, telling ``progress``."""
         if job.runtime is not None:
             prepare_runtime(job.runtime, progress)
+        if job.tree is not None and not git_source.tree_folder(job.tree).is_dir():
+            progress(f"checking out {job.tree.commit[:12]} of {job.tree.repository}")
+            _checked_out(job)
 
     def run_test(self, job: SandboxJob) -> SandboxOutcome:
         return self._test(job, None)
@@ -227,6 +231,8 @@ class LocalSandbox:
             runtime = prepare_runtime(job.runtime)
             python, read_only, bin_dirs = runtime.python, list(runtime.read_only), [runtime.bin_dir]
             hide = list(runtime.hide)
+        tree_root = None if job.tree is None else _checked_out(job)
+        mounts = [] if tree_root is None else tree_mounts(tree_root, job.files)
         editable = set(job.files) if job.harness is None else set(job.harness.editable)
         writable = {path: data for path, data in job.files.items() if path in editable}
         fixed = {path: data for path, data in job.files.items() if path not in editable}
@@ -255,6 +261,7 @@ class LocalSandbox:
                 seccomp_fd=seccomp_fd,
                 read_only_files=read_only_files,
                 command=harness_argv(python, setup_fd, site=job.runtime is not None),
+                tree=mounts,
             )
             launch = Launch(
                 groups=groups,
@@ -265,7 +272,14 @@ class LocalSandbox:
                 ),
                 user=user,
                 # What the sandbox user must reach to start bwrap and bind the interpreter.
-                expose=[] if user is None else [*read_only, *bin_dirs, *bwrap_folders(bwrap)],
+                expose=[]
+                if user is None
+                else [
+                    *read_only,
+                    *bin_dirs,
+                    *bwrap_folders(bwrap),
+                    *([] if tree_root is None else [str(tree_root)]),
+                ],
             )
             try:
                 finished = run_sandbox(
@@ -315,6 +329,15 @@ class LocalSandbox:
             ),
             report=report.text(),
         )
+
+
+def _checked_out(job: SandboxJob) -> Path:
+    """The job's tree in the agent's cache, checked out if it is not yet."""
+    assert job.tree is not None
+    try:
+        return git_source.materialize(job.tree)
+    except git_source.GitSourceError as error:
+        raise SandboxError(f"the seed's tree cannot be checked out: {error.message}") from None
 
 
 @hookimpl

@@ -250,6 +250,7 @@ def build_command(
     seccomp_fd: int | None = None,
     read_only_files: Sequence[tuple[int, str]] = (),
     command: Sequence[str] | None = None,
+    tree: Sequence[str] = (),
 ) -> list[str]:
     """The full ``bwrap`` argv for ``job``.
 
@@ -264,6 +265,8 @@ def build_command(
         read-only: the seed's other files (its tests above all) and the harness. Such a
         file cannot be written, replaced, renamed or deleted inside.
     :param command: what the sandbox's PID 1 runs (the harness); the test command if not given.
+    :param tree: the arguments binding a git seed's tree into the workspace
+        (:func:`.tree.tree_mounts`), placed before the seed's files.
     """
     test_command = test_argv(job, python) if command is None else list(command)
     size = str(job.limits.disk_mb * MIB)
@@ -298,6 +301,7 @@ def build_command(
         *read_only_binds(read_only),
         *hidden(hide),
         "--size", size, "--tmpfs", WORKSPACE,
+        *tree,
         *copies,
         "--remount-ro", "/dev",
         "--remount-ro", "/",
