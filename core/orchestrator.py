@@ -127,7 +127,12 @@ def unified_diff(before: dict[str, bytes], plan: PatchPlan) -> tuple[tuple[str, 
                 tofile=f"b/{entry.path}",
             )
         )
-    diff = "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
+    # A line without its newline (a file's last) is marked so, as git marks it: a diff that
+    # left the mark out would be applied by `git apply` to another file, or refused.
+    diff = "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+        for line in chunks
+    )
     return tuple(changed), diff
 
 
