@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import attrs
 from attrs import validators as v
@@ -75,6 +75,9 @@ _BOM = b"\xef\xbb\xbf"
 #: How every results line begins (``id`` is the first field of :class:`TaskResult`): a torn
 #: last line is cut by a resume only when it begins so.
 _RESULT_LINE_START = b'{"id": '
+#: What :func:`run_tasks` runs, and what each task gives.
+Job = TypeVar("Job")
+Done = TypeVar("Done")
 
 
 def _between(low: int, high: int) -> Any:
@@ -556,15 +559,18 @@ def _result_line(result: TaskResult) -> str:
 
 
 def run_tasks(
-    tasks: Sequence[TaskLine],
-    run_one: Callable[[TaskLine], TaskResult],
+    tasks: Sequence[Job],
+    run_one: Callable[[Job], Done],
     *,
     jobs: int,
-    started: Callable[[TaskLine], None],
-    finished: Callable[[TaskResult], None],
+    started: Callable[[Job], None],
+    finished: Callable[[Done], None],
     interrupted: Callable[[int], None],
 ) -> None:
     """Run ``tasks``, at most ``jobs`` at once, calling ``finished`` as each ends.
+
+    Tasks and results may be of any type: ``agent swebench evaluate`` runs its
+    instances through it too.
 
     On Ctrl-C (``KeyboardInterrupt``) no further task starts; the running ones
     end their sandboxes and are reported (``interrupted`` is told how many are
@@ -572,7 +578,7 @@ def run_tasks(
     """
     stop = threading.Event()
 
-    def work(task_line: TaskLine) -> None:
+    def work(task_line: Job) -> None:
         if stop.is_set():
             return
         started(task_line)
