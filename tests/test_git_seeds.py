@@ -299,3 +299,18 @@ def test_replay_refuses_a_record_of_another_commit(
     refused = run_agent("replay", str(other), env={"XDG_CACHE_HOME": str(cache)})
     assert refused.returncode == 2
     assert "was made at commit 1111111111111111111111111111111111111111" in refused.stderr
+
+
+def test_seeds_show_names_the_commit_and_counts_the_tree(
+    tmp_path: Path, repository: tuple[Path, str], cache: Path, run_agent
+) -> None:
+    repo, commit = repository
+    seed = seed_folder(tmp_path / "seed", str(repo), commit)
+    shown = run_agent("seeds", "show", str(seed), env={"XDG_CACHE_HOME": str(cache)})
+    assert shown.returncode == 0, shown.stderr
+    assert f"tree:           commit {commit} of {repo}" in shown.stdout
+    assert "files:          5 (the tree's, and the seed's own: tests/__init__.py" in shown.stdout
+    row = json.loads(
+        run_agent("seeds", "show", str(seed), "--json", env={"XDG_CACHE_HOME": str(cache)}).stdout
+    )
+    assert row["tree"] == {"repository": str(repo), "commit": commit}

@@ -41,6 +41,12 @@ def _seed_row(host: PluginHost, name: str) -> dict[str, Any]:
         "runtime": to_jsonable(seed.runtime),
         "verdict": _verdict_basis(seed),
         "guard_allow": list(seed.guard_allow),
+        "tree": to_jsonable(seed.source),
+        "added_files": list(seed.added_files),
+        "fail_to_pass": list(seed.fail_to_pass),
+        "pass_to_pass": list(seed.pass_to_pass),
+        "context": list(seed.context_paths),
+        "context_budget_bytes": seed.context_budget_bytes,
     }
 
 
@@ -129,7 +135,8 @@ def seeds_show(
             f"{row['name']}: {row['description']}",
             f"source:         {row['source']}",
             f"root:           {row['root']}",
-            f"files:          {', '.join(row['files'])}",
+            f"tree:           {_describe_tree(row)}",
+            f"files:          {_describe_files(row)}",
             f"editable:       {', '.join(row['editable_paths'])}",
             f"editable files: {', '.join(row['editable_files'])}",
             f"test files:     {', '.join(row['test_files']) or 'none'}",
@@ -141,6 +148,7 @@ def seeds_show(
             f"policies:       {'; '.join(policies) or row['applied_policies_problem']}",
             f"verdict:        {row['verdict']}",
             f"guard allows:   {', '.join(row['guard_allow']) or 'nothing'}",
+            f"graded:         {_describe_grading(row)}",
         ]
         echo("\n".join(map(one_line, lines)))
 
@@ -148,6 +156,28 @@ def seeds_show(
 def _plain(value: object) -> object:
     """A TOML value JSON does not know: a (read-only) table as a dict, a date as its text."""
     return dict(value) if isinstance(value, Mapping) else str(value)
+
+
+def _describe_tree(row: dict[str, Any]) -> str:
+    if row["tree"] is None:
+        return "none (a folder seed: every file is in its folder)"
+    return f"commit {row['tree']['commit']} of {row['tree']['repository']}"
+
+
+def _describe_files(row: dict[str, Any]) -> str:
+    if row["tree"] is None:
+        return ", ".join(row["files"])
+    added = ", ".join(row["added_files"]) or "none"
+    return f"{len(row['files'])} (the tree's, and the seed's own: {added})"
+
+
+def _describe_grading(row: dict[str, Any]) -> str:
+    if not row["fail_to_pass"] and not row["pass_to_pass"]:
+        return "no (the verdict above decides)"
+    return (
+        f"test by test: {len(row['fail_to_pass'])} fail_to_pass, "
+        f"{len(row['pass_to_pass'])} pass_to_pass must all pass"
+    )
 
 
 def _describe_hidden(files: list[str]) -> str:
@@ -160,4 +190,7 @@ def _describe_runtime(runtime: dict[str, Any] | None) -> str:
     if runtime is None:
         return "the agent's own Python, standard library only"
     python = f"Python {runtime['python']}" if runtime["python"] else "the agent's own Python"
-    return f"{python} with {', '.join(runtime['requirements']) or 'no requirements'}"
+    described = f"{python} with {', '.join(runtime['requirements']) or 'no requirements'}"
+    if runtime.get("project"):
+        described += ", and the project's own dependencies, its folder on sys.path"
+    return described
