@@ -191,7 +191,7 @@ class SeedRuntime:
     """The Python a seed's test needs beyond the standard library.
 
     The runner prepares it before the sandbox starts, outside it and with
-    network (the local runner uses uv and caches it by a hash of both fields),
+    network (the local runner uses uv and caches it by a hash of its fields),
     and gives it to the sandbox read-only; the test then runs offline.
 
     :ivar python: the Python version, such as ``"3.12"``; ``None`` means the agent's own.

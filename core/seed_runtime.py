@@ -12,12 +12,14 @@ downloads what its cache lacks), in an environment holding only what an
 installer needs (paths, locale, certificates, proxies, ``UV_*`` settings):
 never the caller's other variables, the provider's key among them. It is
 cached under ``$XDG_CACHE_HOME/sandboxed-coding-agent/runtimes/<key>`` (by
-default ``~/.cache/...``), where the key is a hash of the Python and the
-requirements, and bound read-only into every sandbox that needs it, at the same
-path, so its scripts' ``#!`` lines work there. A lock file keeps two agents from
-building the same runtime at once, and a record written last, beside the
-environment (``<key>.json``) since a package may put any file inside it, tells a
-finished runtime from one whose build was interrupted.
+default ``~/.cache/...``), where the key is a hash of everything the install
+depends on (the Python, the requirements, whether the seed tests its project
+and that project's dependencies, :data:`RECIPE`), and bound read-only into
+every sandbox that needs it, at the same path, so its scripts' ``#!`` lines
+work there. A lock file keeps two agents from building the same runtime at
+once, and a record written last, beside the environment (``<key>.json``) since
+a package may put any file inside it, tells a finished runtime from one whose
+build was interrupted.
 
 The requirements come from the seed, which may be a folder someone downloaded,
 and whoever published a package chose its content. So nothing of the packages
@@ -28,6 +30,13 @@ interpreter without its ``site`` (a ``.pth`` file runs whenever ``site`` reads
 it). uv runs in the cache folder, so the configuration it discovers from the
 current folder (a downloaded seed's ``uv.toml`` or ``pyproject.toml``, which
 could name another index or install somewhere else) is never the seed's.
+
+A runtime with :attr:`~sandboxed_coding_agent.core.model.SeedRuntime.project` gets
+the project's dependencies (read from its ``pyproject.toml`` by the manifest) as
+more requirements, and a ``.pth`` file naming the sandbox's project folder
+(:data:`PROJECT_FOLDER`, and its ``src``), so the test imports the patched files
+where the sandbox has them. The project itself is never built or installed: its
+``setup.py`` or build backend would be its author's code running on the host.
 """
 
 from __future__ import annotations
@@ -52,7 +61,11 @@ from .model import SeedRuntime
 Progress = Callable[[str], None]
 CACHE_FOLDER = Path("sandboxed-coding-agent", "runtimes")
 #: How runtimes are built; part of the key, so a runtime built another way is never reused.
-RECIPE = 3
+RECIPE = 4
+#: Where a sandbox that uses a prepared runtime has the project under test (and runs the test).
+PROJECT_FOLDER = "/workspace"
+#: The runtime's ``.pth`` file putting the project's folders on ``sys.path``.
+PROJECT_PATH_FILE = "_sandboxed_coding_agent_project.pth"
 UV_TIMEOUT_SECONDS = 900
 
 #: What uv may see of the caller's environment; everything else stays out.
@@ -128,6 +141,8 @@ def runtime_key(runtime: SeedRuntime) -> str:
         {
             "python": python_spec(runtime),
             "requirements": runtime.requirements,
+            "project": runtime.project,
+            "project_requirements": runtime.project_requirements,
             "machine": f"{sys.platform}-{os.uname().machine}",
             "recipe": RECIPE,
         }
@@ -249,6 +264,26 @@ def _compile(interpreter: str, root: Path) -> None:
         raise SandboxError("compiling the seed runtime's modules took too long") from None
 
 
+def _put_project_on_path(root: Path) -> None:
+    """Name the sandbox's project folder in a ``.pth`` file of the environment.
+
+    ``src`` first, for a src layout; ``site`` skips a line naming a folder the
+    project lacks. The lines are read before ``sitecustomize`` is imported, so the
+    environment gets an empty one of its own (unless a package brought one):
+    ``site`` then never imports a project's ``sitecustomize.py`` from the project
+    folder, before the sandbox's harness has started.
+    """
+    found = sorted(root.glob("lib/python*/site-packages"))
+    if len(found) != 1:
+        raise SandboxError(f"the prepared runtime has no single site-packages folder in {root}")
+    site_packages = found[0]
+    folders = (f"{PROJECT_FOLDER}/src", PROJECT_FOLDER)
+    (site_packages / PROJECT_PATH_FILE).write_text("".join(f"{f}\n" for f in folders))
+    customize = site_packages / "sitecustomize.py"
+    if not customize.exists():
+        customize.write_text("# Here so that site never imports a project's sitecustomize.py.\n")
+
+
 def prepare_runtime(runtime: SeedRuntime, progress: Progress = _silent) -> PreparedRuntime:
     """The runtime's environment, built with uv the first time and reused after.
 
@@ -278,7 +313,10 @@ def prepare_runtime(runtime: SeedRuntime, progress: Progress = _silent) -> Prepa
             )
         _record(root).unlink(missing_ok=True)  # one that does not load: no agent may use it
         shutil.rmtree(root, ignore_errors=True)  # what an interrupted build left
-        wanted = ", ".join(runtime.requirements) or "no requirements"
+        requirements = (*runtime.requirements, *runtime.project_requirements)
+        wanted = ", ".join(requirements) or "no requirements"
+        if runtime.project:
+            wanted += f"; the project under test from {PROJECT_FOLDER}"
         progress(
             f"preparing the seed runtime (Python {runtime.python or 'as the agent'}; {wanted}) "
             f"in {root}; later runs reuse it"
@@ -289,9 +327,12 @@ def prepare_runtime(runtime: SeedRuntime, progress: Progress = _silent) -> Prepa
             python = root / "bin" / "python"
             interpreter = os.path.realpath(python)
             prepared = PreparedRuntime(root, str(python), _prefixes_of(python))
-            if runtime.requirements:
+            if requirements:
                 install = ["pip", "install", "--python", str(python), "--no-build"]
-                _uv(uv, [*install, "--", *runtime.requirements], progress, cwd=root.parent)
+                _uv(uv, [*install, "--", *requirements], progress, cwd=root.parent)
+            if runtime.project:
+                _put_project_on_path(root)
+            if requirements or runtime.project:
                 _compile(interpreter, root)
             record = {"python": prepared.python, "base_prefixes": list(prepared.base_prefixes)}
             partial = _record(root).with_suffix(".partial")

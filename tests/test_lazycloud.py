@@ -531,6 +531,43 @@ def test_an_upload_error_is_a_sandbox_error_and_the_sandbox_is_stopped(
     assert sandbox.processes == []
 
 
+def test_a_seed_testing_its_project_is_refused_before_any_sandbox(
+    lazycloud: RunAgent,
+    control_plane: ControlPlane,
+    write_plan: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    # `project = true` puts the project's folder on the runtime's sys.path; the image
+    # cannot be given that, so the run says so instead of testing without it.
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    (seed / "pyproject.toml").write_text('[project]\nname = "calc"\nversion = "1.0"\n')
+    (seed / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (seed / "test_calc.py").write_text(
+        "import unittest\nimport calc\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_add(self):\n        self.assertEqual(calc.add(1, 2), 3)\n"
+    )
+    (seed / "seed.toml").write_text(
+        'name = "calc"\ndescription = "add() subtracts"\ntests = ["test_calc.py"]\n'
+        'editable = ["calc.py"]\ntest_command = ["python", "-m", "unittest"]\n'
+        'default_prompt = "Fix add()."\n\n[runtime]\nproject = true\n'
+    )
+    plan = write_plan(
+        {"files": [{"path": "calc.py", "content": "def add(a, b):\n    return a + b\n"}]}
+    )
+
+    run = lazycloud(
+        "run", "--seed", str(seed), "--plan", str(plan), "--runner", "lazycloud", "--json"
+    )
+
+    assert run.returncode == 5, run.stdout + run.stderr
+    error = run.json()["error"]
+    assert error["kind"] == "sandbox"
+    assert "project = true" in error["message"]
+    assert "--runner local" in error["message"]
+    assert control_plane.sandboxes == {}
+
+
 def test_ctrl_c_during_the_test_stops_the_sandbox(
     lazycloud_environment: dict[str, str],
     control_plane: ControlPlane,

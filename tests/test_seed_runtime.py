@@ -27,6 +27,7 @@ from conftest import wait_until
 
 from sandboxed_coding_agent.core import orchestrator
 from sandboxed_coding_agent.core.errors import SandboxError
+from sandboxed_coding_agent.core.manifest import load_seed
 from sandboxed_coding_agent.core.model import (
     PatchFile,
     PatchPlan,
@@ -462,3 +463,159 @@ def test_a_pytest_seed_reports_each_test(runtime_cache: Path, pytest_seed: SeedP
     assert {test.outcome for test in result.test_report.tests} == {"passed"}
     assert len(result.test_report.tests) == 3
     assert all(test.id.startswith("test_stats.py::") for test in result.test_report.tests)
+
+
+# --- the project under test in the runtime ------------------------------------------------------
+#
+# `[runtime] project = true`: the project's own dependencies (its pyproject.toml) are installed
+# in the runtime, and its folder is on the sandbox's sys.path, so its tests import the patched
+# files from the sandbox's project folder. The project itself never runs on the host.
+
+PROJECT_DEPENDENCY = {"sca_project_dep/__init__.py": "FACTOR = 3\n"}
+BROKEN_PACKAGE = (
+    "from sca_project_dep import FACTOR\n\n\ndef scaled(value):\n    return value * FACTOR + 1\n"
+)
+FIXED_PACKAGE = (
+    "from sca_project_dep import FACTOR\n\n\ndef scaled(value):\n    return value * FACTOR\n"
+)
+#: A project's sitecustomize.py, which site would import at start were the project folder on
+#: sys.path then: before the harness.
+PROJECT_SITECUSTOMIZE = "import os\nos.environ['SCA_PROJECT_SITECUSTOMIZE'] = __file__\n"
+PROJECT_TEST = """\
+import os
+import sys
+import unittest
+
+import calc
+import sca_project_dep
+
+
+class ScaledTest(unittest.TestCase):
+    def test_scaled_by_the_dependencys_factor(self):
+        self.assertEqual(calc.scaled(2), 2 * sca_project_dep.FACTOR)
+
+    def test_imports_the_package_from_the_sandboxs_project_folder(self):
+        self.assertEqual(calc.__file__, {package!r})
+        self.assertTrue(sca_project_dep.__file__.startswith(sys.prefix))
+
+    def test_no_sitecustomize_of_the_project_ran(self):
+        self.assertNotIn("SCA_PROJECT_SITECUSTOMIZE", os.environ)
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+#: How each layout's test runs: neither puts the package's folder on sys.path itself.
+LAYOUTS = {
+    # unittest discovery puts tests/ and the working folder on sys.path, not src/.
+    "src": ("src/calc/__init__.py", ["python", "-m", "unittest", "discover", "-s", "tests"]),
+    # A script's own folder is first on sys.path, not the working folder.
+    "flat": ("calc/__init__.py", ["python", "tests/test_calc.py"]),
+}
+
+
+def project_seed(
+    folder: Path,
+    layout: str,
+    dependencies: tuple[str, ...] = ("sca-project-dep",),
+    *,
+    pyproject: str = "",
+    extra: dict[str, str] | None = None,
+) -> SeedProject:
+    """A folder seed of a package ``calc`` in ``layout`` whose pyproject.toml names
+    ``dependencies``, with ``[runtime] project = true``; loaded as the agent loads it."""
+    package, command = LAYOUTS[layout]
+    files = {
+        package: BROKEN_PACKAGE,
+        str(Path(package).parent.parent / "sitecustomize.py"): PROJECT_SITECUSTOMIZE,
+        "tests/test_calc.py": PROJECT_TEST.format(package=f"/workspace/{package}"),
+        "pyproject.toml": (
+            f'[project]\nname = "calc"\nversion = "1.0"\ndependencies = {list(dependencies)!r}\n'
+            + pyproject
+        ),
+        "seed.toml": (
+            f'name = "calc-{layout}"\ndescription = "scaled() adds one"\n'
+            f'tests = ["tests/test_calc.py"]\neditable = ["{package}"]\n'
+            f"test_command = {command!r}\n"
+            'default_prompt = "Fix scaled()."\n\n[runtime]\nproject = true\n'
+        ),
+        **(extra or {}),
+    }
+    for path, text in files.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_text(text)
+    return load_seed(folder)
+
+
+def run_project(seed: SeedProject, layout: str, content: str) -> RunResult:
+    package, _ = LAYOUTS[layout]
+    return orchestrator.run(
+        seed,
+        runner=LocalSandbox(),
+        policies=[],
+        plan=PatchPlan(files=[PatchFile(package, content)]),
+        progress=lambda line: None,
+    )
+
+
+@pytest.fixture
+def project_index(local_index: Path) -> Path:
+    """The local index with the project's dependency in it."""
+    wheel(local_index, "sca_project_dep", PROJECT_DEPENDENCY)
+    return local_index
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_projects_test_imports_its_dependency_and_its_patched_package(
+    layout: str, runtime_cache: Path, project_index: Path, tmp_path: Path
+) -> None:
+    seed = project_seed(tmp_path / "seed", layout)
+
+    fixed = run_project(seed, layout, FIXED_PACKAGE)
+    broken = run_project(seed, layout, BROKEN_PACKAGE)
+
+    assert seed.runtime is not None
+    assert seed.runtime.project_requirements == ("sca-project-dep",)
+    assert fixed.tests_passed, fixed.test_output
+    assert fixed.test_report is not None
+    assert len(fixed.test_report.tests) == 3
+    assert not broken.tests_passed
+    assert broken.test_exit_code == 1
+    assert "FAILED (failures=1)" in broken.test_output, broken.test_output
+    assert "test_scaled_by_the_dependencys_factor" in broken.test_output
+
+
+def test_a_projects_runtime_is_keyed_by_its_dependencies(tmp_path: Path) -> None:
+    def key(name: str, dependencies: tuple[str, ...]) -> str:
+        seed = project_seed(tmp_path / name, "src", dependencies)
+        assert seed.runtime is not None
+        return runtime_key(seed.runtime)
+
+    first = key("first", ("sca-project-dep",))
+
+    assert key("same", ("sca-project-dep",)) == first
+    assert key("pinned", ("sca-project-dep>=1",)) != first
+    assert key("more", ("sca-project-dep", "iniconfig")) != first
+    # Whether the project is on the path is part of the key, and so is where a package is listed.
+    assert runtime_key(SeedRuntime(requirements=("sca-project-dep",))) != first
+    assert runtime_key(SeedRuntime(requirements=("sca-project-dep",), project=True)) != first
+
+
+def test_nothing_of_the_project_runs_on_the_host(
+    runtime_cache: Path, project_index: Path, tmp_path: Path
+) -> None:
+    # Building or installing the project would run its build backend or its setup.py.
+    ran = tmp_path / "ran-on-the-host"
+    code = f"import os\nos.makedirs({str(ran)!r}, exist_ok=True)\n"
+    backend = '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+    seed = project_seed(
+        tmp_path / "seed",
+        "src",
+        pyproject=backend,
+        extra={"backend.py": code, "setup.py": code},
+    )
+
+    result = run_project(seed, "src", FIXED_PACKAGE)
+
+    assert result.tests_passed, result.test_output
+    assert not ran.exists()

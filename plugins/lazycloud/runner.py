@@ -42,7 +42,8 @@ class LazyCloudRunner:
     """Runs the test in a LazyCloud sandbox: no network, no secrets, no environment, no ports.
 
     The sandbox's image holds the seed's Python (the agent's own for a seed
-    without a runtime) and the seed's requirements, and nothing else.
+    without a runtime) and the seed's requirements, and nothing else. A seed whose
+    runtime has ``project = true`` is refused.
     """
 
     name: str = "lazycloud"
@@ -55,6 +56,14 @@ class LazyCloudRunner:
     def run_test(self, job: SandboxJob) -> SandboxOutcome:
         from .app import test_patch_sandbox
 
+        if job.runtime is not None and job.runtime.project:
+            # The project's folder would have to be on the image's sys.path, which only an
+            # image build command could arrange, unseen and untested here.
+            raise SandboxError(
+                "the LazyCloud runner cannot test a seed whose [runtime] has project = true "
+                "(the project under test on the sandbox's import path); "
+                "run it with the local sandbox (--runner local)"
+            )
         deadlines = Deadlines.from_environment(self.environ)
         definition = test_patch_sandbox(job.runtime)
         started = time.monotonic()
