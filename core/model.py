@@ -455,14 +455,25 @@ class PlanRequest:
 
     :ivar seed: name of the seed project.
     :ivar instruction: what the user asked for.
-    :ivar files: every seed file's text by path, tests included (read-only).
+    :ivar files: the seed files' text by path, tests included (read-only): every file
+        of a small folder seed; of a repository (a git seed, or a seed with ``context``
+        patterns), the editable files, then the context files that fit the seed's
+        budget (:mod:`~sandboxed_coding_agent.core.context`).
     :ivar editable_paths: the paths the plan may replace.
     :ivar limits: bounds the plan must respect.
     :ivar options: how to talk to the provider for this run.
     :ivar feedback: for a repair attempt, what became of the previous one (its plan and
         the test's output, or why it was refused); ``None`` on a first attempt.
+    :ivar repository_map: when ``files`` is only part of the seed, a map of all of it:
+        one line per file, a Python file's top-level classes and functions after its
+        path, ending with what was left out for room, if anything; ``None`` when
+        ``files`` is the whole seed.
+    :ivar left_out: context files not in ``files`` for want of room, in order (the
+        first :data:`~sandboxed_coding_agent.core.context.MAX_LEFT_OUT_LISTED`).
+    :ivar left_out_count: how many context files were left out in all.
 
-    ``files`` never holds a hidden test file (:attr:`SeedProject.hidden_files`).
+    Neither ``files``, the map nor ``left_out`` ever names a hidden test file
+    (:attr:`SeedProject.hidden_files`).
     """
 
     seed: str
@@ -472,6 +483,17 @@ class PlanRequest:
     limits: SeedLimits
     options: PlannerOptions = attrs.field(factory=PlannerOptions)
     feedback: Feedback | None = None
+    repository_map: str | None = None
+    left_out: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
+    left_out_count: int = attrs.field(
+        default=attrs.Factory(lambda request: len(request.left_out), takes_self=True),
+        validator=v.instance_of(int),
+    )
+
+    @left_out_count.validator
+    def _counts_every_listed(self, _: attrs.Attribute[object], value: int) -> None:
+        if value < len(self.left_out):
+            raise ValueError("left_out_count is less than the paths left_out lists")
 
 
 @attrs.frozen
