@@ -418,6 +418,7 @@ class _Reader:
     ) -> tuple[str, ...]:
         """The ``[project] dependencies`` of the project's ``pyproject.toml``: the seed's own
         one if it has one, else the tree's."""
+        text: bytes | None
         if (root / "pyproject.toml").is_file() or source is None:
             try:
                 data = seed_files.read_seed_files(

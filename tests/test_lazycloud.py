@@ -568,6 +568,40 @@ def test_a_seed_testing_its_project_is_refused_before_any_sandbox(
     assert control_plane.sandboxes == {}
 
 
+def test_a_git_seed_is_refused_before_any_sandbox(
+    lazycloud: RunAgent,
+    control_plane: ControlPlane,
+    write_plan: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    # A git seed's tree is bound read-only by the local sandbox; LazyCloud would need an
+    # upload of every file, so the run says so instead.
+    from test_git_seeds import FIXED, make_repository, seed_folder
+
+    repository = tmp_path / "repo"
+    commit = make_repository(repository)
+    seed = seed_folder(tmp_path / "seed", str(repository), commit)
+    plan = write_plan({"files": [{"path": "pkg/calc.py", "content": FIXED}]})
+
+    run = lazycloud(
+        "run",
+        "--seed",
+        str(seed),
+        "--plan",
+        str(plan),
+        "--runner",
+        "lazycloud",
+        "--json",
+        extra={"XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
+
+    assert run.returncode == 5, run.stdout + run.stderr
+    error = run.json()["error"]
+    assert error["kind"] == "sandbox"
+    assert f"cannot test a git seed (commit {commit[:12]}" in error["message"]
+    assert control_plane.sandboxes == {}
+
+
 def test_ctrl_c_during_the_test_stops_the_sandbox(
     lazycloud_environment: dict[str, str],
     control_plane: ControlPlane,

@@ -64,6 +64,13 @@ class LazyCloudRunner:
                 "(the project under test on the sandbox's import path); "
                 "run it with the local sandbox (--runner local)"
             )
+        if job.tree is not None:
+            # The tree would have to reach the sandbox as an upload of every file, which is
+            # what a git seed's read-only tree exists to avoid.
+            raise SandboxError(
+                f"the LazyCloud runner cannot test a git seed (commit {job.tree.commit[:12]} "
+                f"of {job.tree.repository}) yet; run it with the local sandbox (--runner local)"
+            )
         deadlines = Deadlines.from_environment(self.environ)
         definition = test_patch_sandbox(job.runtime)
         started = time.monotonic()
