@@ -162,6 +162,14 @@ class TaskError:
     rejections: tuple[Rejection, ...] = ()
 
 
+def _resolution_of_the_result(result: TaskResult, _: Any, value: str | None) -> None:
+    """A validator: the resolution is the one of the result's grade, or ``None`` without one."""
+    grade = result.result.grade if result.result is not None else None
+    expected = grade.resolution if grade is not None else None
+    if value != expected:
+        raise ValueError(f"'resolution' is {value!r}, but the result's grade says {expected!r}")
+
+
 @attrs.frozen
 class TaskResult:
     """One line of a results file: what became of one task.
@@ -175,6 +183,8 @@ class TaskResult:
     :ivar run_id: its run record (``agent replay``, ``agent diff``), when one was kept.
     :ivar result: the run's result, when it ended in one.
     :ivar error: the error it ended in, when it did.
+    :ivar resolution: for a graded seed, the run's resolution (``FULL``, ``PARTIAL``,
+        ``NO``; the grade itself is ``result.grade``); ``None`` otherwise.
     """
 
     id: str
@@ -182,6 +192,7 @@ class TaskResult:
     seed: str
     status: str = attrs.field(validator=v.in_(STATUSES))
     seconds: float = attrs.field(validator=_count)
+    resolution: str | None = attrs.field(default=None, validator=_resolution_of_the_result)
     prompt: str | None = None
     planner: str | None = None
     runner: str | None = None
@@ -378,6 +389,7 @@ def run_task(
         seed=task.seed,
         status=status,
         seconds=round(time.monotonic() - started, 3),
+        resolution=result.grade.resolution if result is not None and result.grade else None,
         prompt=task.prompt,
         planner=task.planner,
         runner=task.runner,

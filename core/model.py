@@ -22,6 +22,7 @@ from . import patterns, seed_files
 from .errors import Rejection
 from .evidence import GUARD_CAPABILITIES, TestHarness, TestReport
 from .git_source import SourceTree
+from .grading import Grade
 
 #: Files that steer a test run (pytest's conftest and configuration), so they count as
 #: test files in every seed: a plan that could rewrite them could fake any test result.
@@ -584,6 +585,9 @@ class SandboxOutcome:
         it; ``None`` from a runner that does not run the harness. The agent
         verifies it and replaces it with ``test_report``.
     :ivar test_report: the verified evidence (set by the agent, not the runner).
+    :ivar grade: for a seed with ``fail_to_pass`` or ``pass_to_pass`` tests, what became
+        of each (set by the agent from ``test_report``, see :mod:`~.grading`); ``None``
+        for a seed without them.
     """
 
     runner: str
@@ -596,10 +600,20 @@ class SandboxOutcome:
     limit_hit: str | None = attrs.field(default=None, validator=v.optional(v.in_(LIMITS)))
     report: str | None = attrs.field(default=None, repr=False)
     test_report: TestReport | None = None
+    grade: Grade | None = None
 
     @property
     def tests_passed(self) -> bool:
-        """Exit code 0, in time, no limit hit, and the framework's evidence (if any) agrees."""
+        """Whether the attempt passed: the one place that decides it.
+
+        A graded seed's attempt passes when its grade is resolved (``FULL``): the report
+        is complete and trustworthy, in time and within every limit, and every listed
+        test passed, whatever the exit status and the other tests. Any other seed's
+        needs exit code 0, in time, no limit hit, and the framework's evidence (if any)
+        to agree.
+        """
+        if self.grade is not None:
+            return self.grade.resolved
         evidence = self.test_report is None or self.test_report.passed
         return self.exit_code == 0 and not self.timed_out and self.limit_hit is None and evidence
 
@@ -633,6 +647,8 @@ class Attempt:
     :ivar sandbox_seconds: wall time of the sandbox.
     :ivar test_report: the framework's verified report: each test's outcome, and
         what the guard refused; ``None`` when not tested.
+    :ivar grade: for a graded seed (``fail_to_pass``, ``pass_to_pass``), what became of
+        each listed test and the resolution; ``None`` when not graded or not tested.
     """
 
     number: int
@@ -653,6 +669,7 @@ class Attempt:
     planner_seconds: float | None = None
     sandbox_seconds: float | None = None
     test_report: TestReport | None = None
+    grade: Grade | None = None
 
     @property
     def passed(self) -> bool:
@@ -703,6 +720,9 @@ class RunResult:
         ``None`` when the run was not recorded.
     :ivar test_report: the evidence the verdict rests on: the framework, how its
         report ended, each test's outcome and what the guard refused.
+    :ivar grade: for a graded seed (``fail_to_pass``, ``pass_to_pass``), what became of
+        each listed test and the resolution (``FULL``, ``PARTIAL``, ``NO``), on which
+        ``tests_passed`` rests; ``None`` for a seed without those lists.
     """
 
     seed: str
@@ -730,6 +750,7 @@ class RunResult:
     chosen_candidate: int = 1
     run_id: str | None = None
     test_report: TestReport | None = None
+    grade: Grade | None = None
 
 
 @attrs.frozen

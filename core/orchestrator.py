@@ -22,6 +22,7 @@ import attrs
 
 from . import records
 from .errors import AgentError, PlanRejected, Rejection, UsageError
+from .grading import graded
 from .model import (
     FEEDBACK_OUTPUT_CHARS,
     Attempt,
@@ -481,7 +482,7 @@ class _Search:
                 outcome = self.runner.run_test_until(job, self.sandboxes.stop)
             else:
                 outcome = self.runner.run_test(job)
-            outcome = verified(job, outcome)
+            outcome = graded(verified(job, outcome), self.seed)
             self.say(number, f"sandbox {outcome.sandbox_id} terminated")
             if outcome.tests_passed:
                 verdict = "passed"
@@ -502,6 +503,7 @@ class _Search:
                 limit_hit=outcome.limit_hit,
                 sandbox_seconds=outcome.duration_seconds,
                 test_report=outcome.test_report,
+                grade=outcome.grade,
             )
             # Noted before the slot is given back: stop_all() returns only once it is.
             made.append(tested)
@@ -607,4 +609,5 @@ class _Search:
             candidates=tuple(candidates) if self.parallel else (),
             chosen_candidate=chosen.number,
             test_report=deciding.test_report,
+            grade=deciding.grade,
         )

@@ -18,6 +18,7 @@ import attrs
 from . import orchestrator, run_records
 from .errors import PlanRejected, UsageError
 from .git_source import SourceTree
+from .grading import Grade
 from .model import SeedProject
 from .plugins import PluginHost, declared_parameters
 from .protocols import PatchPolicy, Runner
@@ -36,6 +37,8 @@ class ReplayedTest:
     :ivar test_exit_code: the test's exit code now.
     :ivar problem: why it was not tested now (the rejections).
     :ivar chosen: whether the run's verdict rested on it.
+    :ivar recorded_grade: for a graded seed, its grade when recorded.
+    :ivar grade: its grade now.
     """
 
     number: int
@@ -46,10 +49,17 @@ class ReplayedTest:
     test_exit_code: int | None = None
     problem: str | None = None
     chosen: bool = False
+    recorded_grade: Grade | None = None
+    grade: Grade | None = None
 
     @property
     def matches(self) -> bool:
-        return self.passed is not None and self.passed == self.recorded_passed
+        """The same verdict, and for a graded seed the same resolution from the same tests."""
+        if self.passed is None or self.passed != self.recorded_passed:
+            return False
+        if self.recorded_grade is None:
+            return self.grade is None
+        return self.recorded_grade.agrees_with(self.grade)
 
 
 def replay_seed(host: PluginHost, record: RunRecord, seed: str | None, force: bool) -> SeedProject:
@@ -241,6 +251,7 @@ def replay(
     for number, test in enumerate(record.tests, start=1):
         progress(f"replaying test {number} of {len(record.tests)}: {', '.join(test.plan.paths)}")
         recorded_passed, chosen = test.outcome.tests_passed, record.chosen_test == number - 1
+        recorded_grade = test.outcome.grade
         try:
             result = orchestrator.run(
                 seed,
@@ -255,7 +266,7 @@ def replay(
             replayed.append(
                 ReplayedTest(
                     number, test.plan.paths, recorded_passed, None,
-                    problem=rejected.message, chosen=chosen,
+                    problem=rejected.message, chosen=chosen, recorded_grade=recorded_grade,
                 )
             )  # fmt: skip
             continue
@@ -268,6 +279,8 @@ def replay(
                 sandbox_id=result.sandbox_id,
                 test_exit_code=result.test_exit_code,
                 chosen=chosen,
+                recorded_grade=recorded_grade,
+                grade=result.grade,
             )
         )
     return replayed

@@ -12,6 +12,9 @@ from collections.abc import Sequence
 from html import escape
 
 from .batch import STATUSES, TaskResult
+from .grading import RESOLUTIONS, Grade
+
+_RESOLUTION_KINDS = {"FULL": "passed", "PARTIAL": "partial", "NO": "failed"}
 
 _CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em; color: #1d1d1f; }
@@ -27,7 +30,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .status { white-space: nowrap; font-weight: 600; border-radius: 4px; padding: 0 .4em; }
 .passed { background: #d9f2df; color: #145a26; }
 .failed, .rejected { background: #fbe0de; color: #8a1c12; }
-.error { background: #fff1cc; color: #6b4e00; }
+.error, .partial { background: #fff1cc; color: #6b4e00; }
 details { margin: .2em 0; }
 summary { cursor: pointer; color: #0a58ca; }
 pre { background: #f7f7f9; border: 1px solid #e3e3e8; padding: .6em; overflow-x: auto;
@@ -44,6 +47,11 @@ def render_html(results: Sequence[TaskResult], title: str) -> str:
     counts = "".join(
         f"<div><b>{sum(1 for r in results if r.status == s)}</b>{escape(s)}</div>" for s in STATUSES
     )
+    if any(r.resolution for r in results):  # a batch with graded seeds: how each resolved
+        counts += "".join(
+            f"<div><b>{sum(1 for r in results if r.resolution == name)}</b>resolved {name}</div>"
+            for name in RESOLUTIONS
+        )
     rows = "\n".join(_row(result) for result in results)
     return f"""<!DOCTYPE html>
 <html lang="en">
@@ -64,7 +72,8 @@ def render_html(results: Sequence[TaskResult], title: str) -> str:
 <div><b>{sum(r.seconds for r in results):.1f} s</b>task time</div>
 </div>
 <table>
-<thead><tr><th>task</th><th>seed</th><th>verdict</th><th class="num">attempts</th>
+<thead><tr><th>task</th><th>seed</th><th>verdict</th><th>resolution</th>
+<th class="num">attempts</th>
 <th class="num">tokens</th><th class="num">time</th><th>details</th></tr></thead>
 <tbody>
 {rows}
@@ -82,11 +91,19 @@ def _row(result: TaskResult) -> str:
         f"<tr><td><code>{escape(result.id)}</code><br><small>line {result.line}</small></td>"
         f"<td>{escape(result.seed)}</td>"
         f'<td><span class="status {kind}">{escape(result.status)}</span></td>'
+        f"<td>{_resolution(result)}</td>"
         f'<td class="num">{attempts}</td>'
         f'<td class="num">{result.tokens:,}</td>'
         f'<td class="num">{result.seconds:.1f} s</td>'
         f"<td>{_details(result)}</td></tr>"
     )
+
+
+def _resolution(result: TaskResult) -> str:
+    if result.resolution is None:
+        return '<small title="the seed names no fail_to_pass or pass_to_pass tests">-</small>'
+    kind = _RESOLUTION_KINDS[result.resolution]
+    return f'<span class="status {kind}">{escape(result.resolution)}</span>'
 
 
 def _details(result: TaskResult) -> str:
@@ -105,10 +122,24 @@ def _details(result: TaskResult) -> str:
                 for finding in report.guard
             )
             parts.append(_block("tests", report.summary + listed + found))
+        grade = result.result.grade
+        if grade is not None:
+            parts.append(_block(f"graded {grade.resolution}", _graded(grade)))
         parts.append(_block("test output", result.result.test_output or "(none)"))
     if result.error is not None:
         parts.append(_block(f"{result.error.kind} error", result.error.message))
     return "\n".join(parts)
+
+
+def _graded(grade: Grade) -> str:
+    """Every listed test and how it ended, list by list."""
+    lines = [grade.counts]
+    for name, tests in (("fail_to_pass", grade.fail_to_pass), ("pass_to_pass", grade.pass_to_pass)):
+        for how in ("passed", "failed", "missing"):
+            lines.extend(f"{name} {how:8} {test}" for test in getattr(tests, how))
+    if grade.report_problem is not None:
+        lines.append(f"not counted: {grade.report_problem}")
+    return "\n".join(lines)
 
 
 def _block(label: str, text: str) -> str:

@@ -35,6 +35,7 @@ import attrs
 from . import contract, orchestrator, provider, records
 from .errors import AgentError, AgentWarning, UsageError
 from .git_source import SourceTree
+from .grading import graded
 from .model import (
     PatchFile,
     PatchPlan,
@@ -110,7 +111,8 @@ class RecordedTest:
     :ivar plan_index: which of the record's ``plans`` it is, when it is one of them.
     :ivar test_command: the command the sandbox ran.
     :ivar limits: the limits of that sandbox.
-    :ivar outcome: the sandbox's outcome.
+    :ivar outcome: the sandbox's outcome, with the verified report and, for a graded
+        seed, the grade the run gave it.
     """
 
     plan: PatchPlan
@@ -594,7 +596,10 @@ def _record(
     error: RecordedError | None,
 ) -> RunRecord:
     originals = files or {}
-    recorded_tests = tuple(_recorded_test(job, outcome, plans, originals) for job, outcome in tests)
+    # Kept with its grade, as the run judged it, so that a replay compares the grade too.
+    recorded_tests = tuple(
+        _recorded_test(job, graded(outcome, seed), plans, originals) for job, outcome in tests
+    )
     chosen = None
     if result is not None:
         chosen = next(

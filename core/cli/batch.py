@@ -129,9 +129,10 @@ class _Progress:
             self.counts[result.status] = self.counts.get(result.status, 0) + 1
             if not self.tty:
                 record = f" (run {result.run_id})" if result.run_id else ""
+                graded = f" ({result.resolution})" if result.resolution else ""
                 terminal.say(
                     f"[{self.done}/{self.total}] task {result.id} (line {result.line}, seed "
-                    f"{result.seed}): {result.status} in {result.seconds:.1f} s{record}"
+                    f"{result.seed}): {result.status}{graded} in {result.seconds:.1f} s{record}"
                 )
             self._draw()
 
@@ -174,11 +175,15 @@ class _Progress:
 
 def _summary(results: list[TaskResult], invalid: int, ran: int, wall: float) -> dict[str, Any]:
     from ..batch import STATUSES
+    from ..grading import RESOLUTIONS
 
     counts = {status: sum(1 for r in results if r.status == status) for status in STATUSES}
+    resolutions = {name: sum(1 for r in results if r.resolution == name) for name in RESOLUTIONS}
     return {
         "tasks": len(results),
         "counts": counts,
+        # The tasks of graded seeds (fail_to_pass, pass_to_pass), by resolution.
+        "resolutions": resolutions,
         "invalid_lines": invalid,
         "tokens": sum(r.tokens for r in results),
         "task_seconds": round(sum(r.seconds for r in results), 3),
@@ -190,6 +195,8 @@ def _summary(results: list[TaskResult], invalid: int, ran: int, wall: float) -> 
 
 def _print_summary(summary: dict[str, Any]) -> None:
     rows = [(_LABELS[status], f"{n:,}") for status, n in summary["counts"].items()]
+    if any(summary["resolutions"].values()):  # only a batch with graded seeds
+        rows += [(f"resolved {name}", f"{n:,}") for name, n in summary["resolutions"].items()]
     rows += [
         ("invalid lines", f"{summary['invalid_lines']:,}"),
         ("tasks with results", f"{summary['tasks']:,}"),

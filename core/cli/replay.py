@@ -68,10 +68,14 @@ def _describe(test: object) -> str:
 
     assert isinstance(test, ReplayedTest)
     recorded = "passed" if test.recorded_passed else "failed"
+    if test.recorded_grade is not None:
+        recorded += f", graded {test.recorded_grade.counts}"
     if test.passed is None:
         now = f"not tested: {test.problem}"
     else:
         now = ("passed" if test.passed else "failed") + f" (sandbox {test.sandbox_id})"
+        if test.grade is not None:
+            now += f", graded {test.grade.counts}"
     chosen = ", the run's verdict" if test.chosen else ""
     verdict = "match" if test.matches else "DIFFERENT"
     return (

@@ -310,8 +310,13 @@ def _print_summary(result: RunResult) -> None:
         f"planner task ID: {result.planner_task_id or 'none (plan file)'}",
         f"sandbox ID:      {result.sandbox_id} (terminated)",
     ]
-    if result.test_report is not None:
-        lines.append(f"evidence:        {result.test_report.summary}")
+    report = result.test_report
+    if report is not None:
+        # A graded run's listed tests decide, not every test of the report.
+        said = report.reported if result.grade is not None else report.summary
+        lines.append(f"evidence:        {said}")
+    if result.grade is not None:
+        lines.append(f"graded:          {result.grade.summary}")
     if result.usage is not None:
         lines.append(
             f"tokens:          {result.usage.prompt_tokens} prompt, "
@@ -348,6 +353,8 @@ def _describe_attempts(attempts: Sequence[Attempt]) -> str:
             detail = " (timeout)"
         elif attempt.limit_hit is not None:
             detail = f" ({attempt.limit_hit} limit)"
+        elif attempt.verdict == "failed" and attempt.grade is not None:
+            detail = f" ({attempt.grade.resolution})"  # the exit status does not matter
         elif attempt.verdict == "failed":
             code = attempt.test_exit_code
             detail = f" (exit {'none' if code is None else code})"

@@ -1,0 +1,297 @@
+"""Grading a run test by test, as SWE-bench does: ``fail_to_pass`` and ``pass_to_pass``.
+
+A seed may name the tests a fix must make pass (``fail_to_pass``) and those it
+must not break (``pass_to_pass``). Such a run is graded from the framework's
+verified report (:class:`~.evidence.TestReport`), one listed test at a time:
+
+* ``FULL``: every ``fail_to_pass`` and every ``pass_to_pass`` test passed;
+* ``PARTIAL``: some but not all ``fail_to_pass`` tests passed, and every
+  ``pass_to_pass`` test passed;
+* ``NO``: anything else, and always when the report cannot be trusted: it is
+  incomplete (an early exit, a timeout, a limit), not the harness's, or the
+  guard found something, or there is no framework report at all.
+
+A test passed when the framework reported it ``passed`` or ``xfailed`` (as
+SWE-bench counts them); ``failed``, ``error``, ``skipped`` and ``xpassed`` are
+not passed, and a test the report does not hold is not passed either and is
+named as missing. A test the report holds more than once keeps its worst
+outcome. Tests in neither list, and the exit status, do not matter.
+
+A listed ID is matched exactly as the harness names the test: a pytest node ID
+(``tests/test_x.py::TestA::test_b[1]``), or a unittest dotted name
+(``tests.test_x.TestA.test_b``; ``__main__.TestA.test_b`` for a script that
+calls ``unittest.main()``). For unittest, two other ways of writing the same
+test are accepted, since they are what people copy:
+
+* the path form, ``tests/test_x.py::TestA::test_b``, read as
+  ``tests.test_x.TestA.test_b``;
+* unittest's own description of a test, as ``python -m unittest -v`` prints it:
+  ``test_b (tests.test_x.TestA.test_b)``, or ``test_b (tests.test_x.TestA)`` as
+  Python before 3.11 (and SWE-bench's Django lists) wrote it.
+
+A listed ID resolves to one name, the ID as written when the report holds it;
+the names the harness reports are never rewritten, so no two tests of the
+report can ever be taken for one another. The module is named as unittest
+imported it: ``discover -s tests`` names ``tests/test_x.py`` ``test_x``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+from attrs import validators as v
+
+from .evidence import TestReport
+
+if TYPE_CHECKING:
+    from .model import SandboxOutcome, SeedProject
+
+#: How a graded run ended, as SWE-bench names it.
+RESOLUTIONS = ("FULL", "PARTIAL", "NO")
+#: The outcomes that count as passed.
+PASSING_OUTCOMES = ("passed", "xfailed")
+#: How many tests that did not pass a one-line summary names.
+SHOWN_TESTS = 5
+_SHOWN_ID_CHARS = 120
+
+#: How bad each outcome is, for a test reported more than once: a passing one never
+#: hides one that is not.
+_RANKS = {"passed": 0, "xfailed": 1, "skipped": 2, "xpassed": 2, "failed": 3, "error": 3}
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_PATH_FORM = re.compile(r"(?:\./)?(?P<module>[^:]+)\.py::(?P<names>.+)")
+_DESCRIPTION_FORM = re.compile(r"(?P<method>[A-Za-z_]\w*) \((?P<owner>[^()\s]+)\)")
+
+
+def _as_ids(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise TypeError("expected a sequence of test IDs, not a single string")
+    return tuple(value)
+
+
+@attrs.frozen
+class GradedTests:
+    """One of a seed's lists, test by test; each test is named as the seed lists it.
+
+    :ivar passed: the tests the framework reported ``passed`` or ``xfailed``.
+    :ivar failed: the tests it reported any other way (``failed``, ``error``,
+        ``skipped``, ``xpassed``).
+    :ivar missing: the tests its report does not hold: they never ended (a timeout, an
+        early exit), or no test has that name.
+    """
+
+    passed: tuple[str, ...] = attrs.field(default=(), converter=_as_ids)
+    failed: tuple[str, ...] = attrs.field(default=(), converter=_as_ids)
+    missing: tuple[str, ...] = attrs.field(default=(), converter=_as_ids)
+
+    @property
+    def total(self) -> int:
+        return len(self.passed) + len(self.failed) + len(self.missing)
+
+    @property
+    def all_passed(self) -> bool:
+        return not self.failed and not self.missing
+
+    @property
+    def count(self) -> str:
+        """``2/3``: how many of the list passed."""
+        return f"{len(self.passed)}/{self.total}"
+
+
+def _resolution(
+    fail_to_pass: GradedTests, pass_to_pass: GradedTests, report_problem: str | None
+) -> str:
+    if report_problem is not None or not pass_to_pass.all_passed:
+        return "NO"
+    if fail_to_pass.all_passed:
+        return "FULL"
+    return "PARTIAL" if fail_to_pass.passed else "NO"
+
+
+def _agrees_with_the_lists(grade: Grade, _: attrs.Attribute[str], value: str) -> None:
+    expected = _resolution(grade.fail_to_pass, grade.pass_to_pass, grade.report_problem)
+    if value != expected:
+        raise ValueError(f"resolution {value!r} does not agree with the tests: it is {expected!r}")
+
+
+def _is_full(grade: Grade, _: attrs.Attribute[bool], value: bool) -> None:
+    if value is not (grade.resolution == "FULL"):
+        raise ValueError(f"resolved is {value!r}, but the resolution is {grade.resolution!r}")
+
+
+@attrs.frozen
+class Grade:
+    """What became of a seed's ``fail_to_pass`` and ``pass_to_pass`` tests in one test run.
+
+    The resolution is made from the rest when it is not given, and must agree with it,
+    so a grade that says more than its tests cannot be built (or read from a record).
+
+    :ivar fail_to_pass: the tests the fix must make pass.
+    :ivar pass_to_pass: the tests the fix must not break.
+    :ivar report_problem: why the framework's report cannot resolve the run whatever
+        its tests say (incomplete, not the harness's, a guard finding, a timeout or a
+        limit, no report); ``None`` when it can.
+    :ivar resolution: one of :data:`RESOLUTIONS`.
+    :ivar resolved: whether the resolution is ``FULL``: the attempt passed.
+    """
+
+    fail_to_pass: GradedTests = attrs.field(validator=v.instance_of(GradedTests))
+    pass_to_pass: GradedTests = attrs.field(validator=v.instance_of(GradedTests))
+    report_problem: str | None = None
+    resolution: str = attrs.field(
+        default=attrs.Factory(
+            lambda grade: _resolution(grade.fail_to_pass, grade.pass_to_pass, grade.report_problem),
+            takes_self=True,
+        ),
+        validator=[v.in_(RESOLUTIONS), _agrees_with_the_lists],
+    )
+    resolved: bool = attrs.field(
+        default=attrs.Factory(lambda grade: grade.resolution == "FULL", takes_self=True),
+        validator=_is_full,
+    )
+
+    def agrees_with(self, other: Grade | None) -> bool:
+        """Whether ``other`` graded the same tests the same way, to the same resolution (the
+        words of a ``report_problem`` may differ, say an aborted framework's message)."""
+        if other is None:
+            return False
+        return (self.fail_to_pass, self.pass_to_pass, self.resolution) == (
+            other.fail_to_pass,
+            other.pass_to_pass,
+            other.resolution,
+        )
+
+    @property
+    def counts(self) -> str:
+        """``FULL (fail_to_pass 2/2, pass_to_pass 3/3)``."""
+        return (
+            f"{self.resolution} (fail_to_pass {self.fail_to_pass.count}, "
+            f"pass_to_pass {self.pass_to_pass.count})"
+        )
+
+    @property
+    def summary(self) -> str:
+        """``PARTIAL (fail_to_pass 1/2, pass_to_pass 3/3); not passed: tests.t.T.b (failed)``:
+        the counts, then at most :data:`SHOWN_TESTS` tests that did not pass, then why the
+        report cannot resolve the run, if it cannot."""
+        said = self.counts
+        not_passed = [
+            f"{_shown(test)} ({how})"
+            for tests in (self.fail_to_pass, self.pass_to_pass)
+            for how, named in (("failed", tests.failed), ("missing", tests.missing))
+            for test in named
+        ]
+        if not_passed:
+            more = len(not_passed) - SHOWN_TESTS
+            said += "; not passed: " + ", ".join(not_passed[:SHOWN_TESTS])
+            said += f" and {more} more" if more > 0 else ""
+        if self.report_problem is not None:
+            said += f"; not counted: {self.report_problem}"
+        return said
+
+
+def _shown(test_id: str) -> str:
+    return test_id if len(test_id) <= _SHOWN_ID_CHARS else test_id[: _SHOWN_ID_CHARS - 3] + "..."
+
+
+def is_graded(seed: SeedProject) -> bool:
+    """Whether ``seed`` names tests to grade a run by."""
+    return bool(seed.fail_to_pass or seed.pass_to_pass)
+
+
+def grade(
+    report: TestReport | None,
+    fail_to_pass: Sequence[str],
+    pass_to_pass: Sequence[str],
+    *,
+    stopped: str | None = None,
+) -> Grade:
+    """Grade ``report`` against a seed's lists of test IDs (see the module's description).
+
+    :param report: the verified report; ``None`` when the test ran without the harness.
+    :param stopped: what stopped the test (a timeout, a limit), if anything did: the
+        report then cannot resolve the run.
+    """
+    outcomes: dict[str, str] = {}
+    framework = None
+    if report is not None:
+        framework = report.framework
+        for test in report.tests:
+            known = outcomes.get(test.id)
+            if known is None or _RANKS[test.outcome] >= _RANKS[known]:
+                outcomes[test.id] = test.outcome
+    return Grade(
+        fail_to_pass=_graded(fail_to_pass, outcomes, framework),
+        pass_to_pass=_graded(pass_to_pass, outcomes, framework),
+        report_problem=_report_problem(report, stopped),
+    )
+
+
+def graded(outcome: SandboxOutcome, seed: SeedProject) -> SandboxOutcome:
+    """``outcome`` with its grade against ``seed``'s lists (``None`` for a seed without any,
+    whatever the runner put there): the grade is the agent's, made from the verified
+    report, never a runner's."""
+    if not is_graded(seed):
+        return outcome if outcome.grade is None else attrs.evolve(outcome, grade=None)
+    stopped = None
+    if outcome.timed_out:
+        stopped = "the test timed out"
+    elif outcome.limit_hit is not None:
+        stopped = f"the {outcome.limit_hit} limit stopped the test"
+    found = grade(outcome.test_report, seed.fail_to_pass, seed.pass_to_pass, stopped=stopped)
+    return attrs.evolve(outcome, grade=found)
+
+
+def _report_problem(report: TestReport | None, stopped: str | None) -> str | None:
+    if report is None or report.framework is None:
+        return (
+            "no framework report to grade (only unittest and pytest test commands report each test)"
+        )
+    if report.guard:
+        named = sorted({finding.capability for finding in report.guard})
+        return f"the guard refused the code under test: {', '.join(named)}"
+    if report.status != "complete":
+        return report.detail or f"the framework's report is {report.status}"
+    return stopped
+
+
+def _graded(
+    listed: Sequence[str], outcomes: Mapping[str, str], framework: str | None
+) -> GradedTests:
+    passed: list[str] = []
+    failed: list[str] = []
+    missing: list[str] = []
+    for test_id in listed:
+        outcome = next(
+            (outcomes[name] for name in names_of(test_id, framework) if name in outcomes), None
+        )
+        if outcome is None:
+            missing.append(test_id)
+        elif outcome in PASSING_OUTCOMES:
+            passed.append(test_id)
+        else:
+            failed.append(test_id)
+    return GradedTests(passed=passed, failed=failed, missing=missing)
+
+
+def names_of(test_id: str, framework: str | None) -> tuple[str, ...]:
+    """The names the harness may report the test ``test_id`` names by, the first that the
+    report holds being the one: the ID itself, then (for unittest) what its path form or
+    its description form names."""
+    names = [test_id]
+    if framework not in ("unittest", "unittest-script"):
+        return tuple(names)
+    path_form = _PATH_FORM.fullmatch(test_id)
+    if path_form is not None:
+        names.append(".".join([*path_form["module"].split("/"), *path_form["names"].split("::")]))
+    described = _DESCRIPTION_FORM.fullmatch(test_id)
+    if described is not None:
+        method, owner = described["method"], described["owner"]
+        if owner.endswith("." + method):  # test_b (tests.test_x.TestA.test_b), Python 3.11+
+            names.append(owner)
+        names.append(f"{owner}.{method}")  # test_b (tests.test_x.TestA)
+    return tuple(
+        dict.fromkeys(name for name in names if name == test_id or _DOTTED.fullmatch(name))
+    )
