@@ -84,6 +84,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "diff",
         "Print the patch a recorded run chose, as a diff `git apply` accepts.",
     ),
+    "swebench": (
+        "swebench",
+        "app",
+        "SWE-bench task instances in as seeds, predictions out, predictions evaluated.",
+    ),
 }
 
 
