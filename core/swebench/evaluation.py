@@ -251,7 +251,7 @@ def _evaluate(
         pass_to_pass=task.pass_to_pass,
         runtime=seeds.runtime_of(options, folder, task.base_commit),
         limits=seeds.SEED_LIMITS,
-        instance=seeds.instance_note(task),
+        instance=seeds.instance_note(task, list(planned.placeholders)),
     )
     try:
         written = seeds.write_seed(scratch, spec, line=prediction.line)

@@ -12,14 +12,14 @@ base commit.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import attrs
 
 from ..batch import TaskResult
 from ..manifest import looks_like_path
-from .seeds import read_instance_note
+from .seeds import InstanceNote, read_instance_note
 
 _HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
@@ -49,13 +49,17 @@ class PredictionOut:
         }
 
 
+def note_of(result: TaskResult) -> InstanceNote | None:
+    """The instance note of ``result``'s seed folder, if it names one that has a note."""
+    if not looks_like_path(result.seed):
+        return None
+    return read_instance_note(Path(result.seed))
+
+
 def instance_of(result: TaskResult) -> str:
     """The instance ``result`` is for: the seed folder's note, else the task's ID."""
-    if looks_like_path(result.seed):
-        note = read_instance_note(Path(result.seed))
-        if note is not None:
-            return note["instance_id"]
-    return result.id
+    note = note_of(result)
+    return note.instance_id if note is not None else result.id
 
 
 def patch_of(result: TaskResult, *, include_failed: bool = False) -> str:
@@ -66,12 +70,16 @@ def patch_of(result: TaskResult, *, include_failed: bool = False) -> str:
         return ""
     if not run.tests_passed and not include_failed:
         return ""
-    return with_git_headers(run.diff)
+    note = note_of(result)
+    return with_git_headers(run.diff, created=note.created_files if note is not None else ())
 
 
-def with_git_headers(diff: str) -> str:
+def with_git_headers(diff: str, *, created: Collection[str] = ()) -> str:
     """``diff`` (unified, ``a/`` and ``b/`` prefixed) with a ``diff --git`` line before
     each file's ``---``/``+++`` pair, as git writes one; a diff that has them is kept.
+
+    A file in ``created`` was an empty file the seed added (the base commit has none):
+    its diff creates it (``new file mode``, from ``/dev/null``).
 
     Hunks are read by their line counts, so a changed line that looks like a file
     header (a removed ``-- a/x``) is never taken for one.
@@ -105,6 +113,9 @@ def with_git_headers(diff: str) -> str:
             before = line[len("--- a/") :].rstrip("\n")
             after = following[len("+++ b/") :].rstrip("\n")
             out.append(f"diff --git a/{before} b/{after}\n")
+            if before == after and before in created:
+                out.append("new file mode 100644\n")
+                line = "--- /dev/null\n"
         out.append(line)
         index += 1
     return "".join(out)

@@ -111,7 +111,7 @@ class SeedSpec:
     pass_to_pass: tuple[str, ...]
     runtime: Mapping[str, Any] | None
     limits: Mapping[str, int]
-    instance: Mapping[str, str]
+    instance: InstanceNote
 
 
 @attrs.frozen
@@ -324,6 +324,7 @@ def import_task(
     tests = test_files(task, tested)
     notes = list(tests.notes)
     files = dict(tests.files)
+    placeholders: dict[str, bytes] = {}
     if options.oracle:
         editable, placeholders, left_out = oracle_files(task, folder, tests.files)
         files.update(placeholders)
@@ -349,7 +350,7 @@ def import_task(
         pass_to_pass=task.pass_to_pass,
         runtime=runtime_of(options, folder, task.base_commit),
         limits=SEED_LIMITS,
-        instance=instance_note(task),
+        instance=instance_note(task, list(placeholders)),
     )
     written = write_seed(out, spec, line=task.line)
     return ImportedSeed(
@@ -364,12 +365,36 @@ def import_task(
     )
 
 
-def instance_note(task: TaskInstance) -> dict[str, str]:
-    """What a seed folder notes of its instance (:data:`INSTANCE_FILE`): never the fix."""
-    return {"instance_id": task.instance_id, "repo": task.repo, "base_commit": task.base_commit}
+@attrs.frozen
+class InstanceNote:
+    """What a seed folder notes of its instance (:data:`INSTANCE_FILE`); never the fix.
+
+    :ivar instance_id: the instance the seed was made from.
+    :ivar repo: its repository, ``owner/name``.
+    :ivar base_commit: its base commit.
+    :ivar created_files: the files the seed adds empty for a plan to fill (the fix creates
+        them): a patch creates them, rather than changing a file of the base commit.
+    """
+
+    instance_id: str
+    repo: str = ""
+    base_commit: str = ""
+    created_files: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "instance_id": self.instance_id,
+            "repo": self.repo,
+            "base_commit": self.base_commit,
+            "created_files": list(self.created_files),
+        }
 
 
-def read_instance_note(folder: Path) -> dict[str, str] | None:
+def instance_note(task: TaskInstance, created: Sequence[str] = ()) -> InstanceNote:
+    return InstanceNote(task.instance_id, task.repo, task.base_commit, tuple(sorted(created)))
+
+
+def read_instance_note(folder: Path) -> InstanceNote | None:
     """The instance note of the seed folder ``folder``; ``None`` when it has none."""
     try:
         fd = os.open(folder / INSTANCE_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -385,7 +410,15 @@ def read_instance_note(folder: Path) -> dict[str, str] | None:
         return None
     if not isinstance(note, dict) or not isinstance(note.get("instance_id"), str):
         return None
-    return {key: value for key, value in note.items() if isinstance(value, str)}
+    created = note.get("created_files")
+    if not isinstance(created, list) or not all(isinstance(path, str) for path in created):
+        created = []
+    return InstanceNote(
+        instance_id=note["instance_id"],
+        repo=str(note.get("repo", "")),
+        base_commit=str(note.get("base_commit", "")),
+        created_files=tuple(created),
+    )
 
 
 def render_manifest(spec: SeedSpec) -> str:
@@ -476,7 +509,7 @@ def write_seed(out: Path, spec: SeedSpec, *, line: int) -> Path:
     try:
         for path, data in {**spec.files, manifest.MANIFEST: render_manifest(spec).encode()}.items():
             _write_new(partial, path, data)
-        _write_new(partial, INSTANCE_FILE, json.dumps(dict(spec.instance), indent=2).encode())
+        _write_new(partial, INSTANCE_FILE, json.dumps(spec.instance.as_json(), indent=2).encode())
         try:
             manifest.load_seed(partial)
         except UsageError as error:
