@@ -195,3 +195,72 @@ def test_unsupported_or_invalid_task_options_are_bad_lines(
     assert "line 1: " in run.stderr
     assert "line 2: " in run.stderr
     assert out.read_text(encoding="utf-8") == ""
+
+
+def run_graded_batch(provider: FakeProvider, run_agent: RunAgent, tmp_path: Path) -> AgentRun:
+    """A batch of three tasks on a graded seed, whose plans resolve FULL, PARTIAL and NO, and
+    one on the calculator, which is not graded; its results are in ``tmp_path/results.jsonl``."""
+    from test_grading import FIX_BREAKING_NEG, FIXED, HALF_FIXED, graded_seed_folder
+
+    seed = str(graded_seed_folder(tmp_path / "graded"))
+    for content in (FIXED, HALF_FIXED, FIX_BREAKING_NEG):
+        provider.reply_plan(("calculator.py", content))
+    provider.reply_plan(("calculator.py", FIXED_CALCULATOR))
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl",
+        [
+            {"seed": seed, "id": "full"},
+            {"seed": seed, "id": "partial"},
+            {"seed": seed, "id": "no"},
+            {"seed": "calculator", "id": "ungraded"},
+        ],
+    )
+    out = tmp_path / "results.jsonl"
+    return run_agent("batch", str(tasks), "--out", str(out), "--jobs", "1", "--json")
+
+
+def test_each_task_line_of_a_graded_seed_holds_its_resolution(
+    provider: FakeProvider, run_agent: RunAgent, tmp_path: Path
+) -> None:
+    run = run_graded_batch(provider, run_agent, tmp_path)
+
+    assert run.returncode == 1, run.stderr
+    found = {r["id"]: r for r in results(tmp_path / "results.jsonl")}
+    assert {task: r["status"] for task, r in found.items()} == {
+        "full": "passed",
+        "partial": "failed",
+        "no": "failed",
+        "ungraded": "passed",
+    }
+    assert {task: r["resolution"] for task, r in found.items()} == {
+        "full": "FULL",
+        "partial": "PARTIAL",
+        "no": "NO",
+        "ungraded": None,
+    }
+    assert found["partial"]["result"]["grade"]["fail_to_pass"]["failed"] == [
+        "tests/test_calc.py::Mul::test_multiplies"
+    ]
+    assert found["ungraded"]["result"]["grade"] is None
+    assert run.json()["resolutions"] == {"FULL": 1, "PARTIAL": 1, "NO": 1}
+    assert "task full (line 1, seed " in run.stderr
+    assert "): passed (FULL) in " in run.stderr
+    assert "): failed (PARTIAL) in " in run.stderr
+
+
+def test_a_results_line_whose_resolution_is_not_its_grades_is_damaged(tmp_path: Path) -> None:
+    from sandboxed_coding_agent.core.batch import parse_results
+
+    line = {
+        "id": "t",
+        "line": 1,
+        "seed": "calculator",
+        "status": "internal-error",
+        "seconds": 0.5,
+        "resolution": "FULL",
+    }
+
+    found, damaged, _ = parse_results(json.dumps(line).encode() + b"\n")
+
+    assert found == []
+    assert [bad.line for bad in damaged] == [1]

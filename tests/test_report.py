@@ -154,3 +154,43 @@ def test_report_blanks_the_api_key_a_hand_made_results_file_holds(
     assert "[redacted]" in page
     assert API_KEY not in page
     assert API_KEY not in run.stderr
+
+
+def test_report_shows_each_tasks_resolution_and_how_many_resolved_each_way(
+    provider: FakeProvider, run_agent: RunAgent, tmp_path: Path
+) -> None:
+    from test_batch import run_graded_batch
+
+    assert run_graded_batch(provider, run_agent, tmp_path).returncode == 1
+    html_file = tmp_path / "report.html"
+
+    run = run_agent("report", str(tmp_path / "results.jsonl"), "--html", str(html_file))
+
+    assert run.returncode == 0, run.stderr
+    page = html_file.read_text(encoding="utf-8")
+    assert "<th>resolution</th>" in page
+    for name in ("FULL", "PARTIAL", "NO"):
+        assert f"<div><b>1</b>resolved {name}</div>" in page
+    rows = {row.split("</code>", 1)[0]: row for row in page.split("<tr><td><code>")[1:]}
+    assert '<span class="status passed">FULL</span>' in rows["full"]
+    assert '<span class="status partial">PARTIAL</span>' in rows["partial"]
+    assert '<span class="status failed">NO</span>' in rows["no"]
+    assert "<td><small" in rows["ungraded"]
+    assert "<summary>graded PARTIAL</summary>" in rows["partial"]
+    assert "fail_to_pass failed   tests/test_calc.py::Mul::test_multiplies" in rows["partial"]
+    assert "pass_to_pass failed   test_negates (tests.test_calc.Neg.test_negates)" in rows["no"]
+
+
+def test_report_of_a_batch_without_graded_seeds_shows_no_resolution_counts(
+    provider: FakeProvider, run_agent: RunAgent, tmp_path: Path
+) -> None:
+    provider.reply_content(plan_json(("calculator.py", FIXED_CALCULATOR)))
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"seed": "calculator"}\n', "utf-8")
+    out = tmp_path / "results.jsonl"
+    assert run_agent("batch", str(tasks), "--out", str(out)).returncode == 0
+    html_file = tmp_path / "report.html"
+
+    assert run_agent("report", str(out), "--html", str(html_file)).returncode == 0
+
+    assert "resolved FULL" not in html_file.read_text(encoding="utf-8")

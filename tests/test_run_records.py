@@ -208,3 +208,42 @@ def test_a_record_never_holds_the_key_even_when_a_text_in_it_does(
     text = path.read_text(encoding="utf-8")
     assert API_KEY not in text
     assert "use [redacted]" in text
+
+
+def test_a_graded_runs_record_keeps_the_grade_and_replay_compares_it(
+    run_agent: RunAgent, write_plan: Callable[..., Path], agent_env: dict[str, str], tmp_path: Path
+) -> None:
+    from test_grading import HALF_FIXED, graded_seed_folder
+
+    seed = graded_seed_folder(tmp_path / "graded")
+    plan = write_plan({"files": [{"path": "calculator.py", "content": HALF_FIXED}]})
+    run = run_agent("run", "--seed", str(seed), "--plan", str(plan), "--json")
+    assert run.returncode == 1, run.stderr
+    path = record_file(tmp_path, run.json()["run_id"])
+    record = json.loads(path.read_text(encoding="utf-8"))
+    [test] = record["tests"]
+    assert test["outcome"]["grade"] == record["result"]["grade"] == run.json()["grade"]
+    assert test["outcome"]["grade"]["resolution"] == "PARTIAL"
+
+    same = run_without_provider(agent_env, "replay", str(path), "--json")
+
+    assert same.returncode == 0, same.stderr
+    [replayed] = json.loads(same.stdout)["tests"]
+    assert replayed["matches"] is True
+    assert replayed["recorded_grade"] == replayed["grade"] == test["outcome"]["grade"]
+
+    # As if the run had graded it NO: failed both times, but not the same tests.
+    grade = test["outcome"]["grade"]
+    grade["fail_to_pass"]["failed"] += grade["fail_to_pass"]["passed"]
+    grade["fail_to_pass"]["passed"] = []
+    grade["resolution"] = "NO"
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(record), encoding="utf-8")
+
+    different = run_without_provider(agent_env, "replay", str(edited))
+
+    assert different.returncode == 1, different.stderr
+    assert "recorded failed, graded NO (fail_to_pass 0/2, pass_to_pass 1/1), now failed" in (
+        different.stdout
+    )
+    assert "graded PARTIAL (fail_to_pass 1/2, pass_to_pass 1/1): DIFFERENT" in different.stdout

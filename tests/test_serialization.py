@@ -14,6 +14,7 @@ import cattrs
 import pytest
 
 from sandboxed_coding_agent.core.errors import Rejection
+from sandboxed_coding_agent.core.grading import Grade, GradedTests
 from sandboxed_coding_agent.core.model import (
     Attempt,
     Candidate,
@@ -112,7 +113,9 @@ WIRE_VALUES = [
         passed_attempt=2,
         candidates=(Candidate(1, (Attempt(1, "stopped"),), stopped=True),),
         chosen_candidate=2,
+        grade=Grade(GradedTests(passed=("t.A.one",), missing=("t.A.two",)), GradedTests()),
     ),
+    Grade(GradedTests(failed=("t.py::test_x[1]",)), GradedTests(), report_problem="tampered"),
 ]
 
 
