@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 import attrs
 import pytest
-from conftest import AgentRun, FakeProvider
+from conftest import AGENT, AgentRun, FakeProvider
 
 from sandboxed_coding_agent.core.manifest import load_seed
 from sandboxed_coding_agent.core.swebench import predictions, seeds
@@ -717,3 +718,41 @@ def test_a_pytest_task_resolves_in_the_pytest_runtime(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["resolved_ids"] == ["acme__calc-1"]
+
+
+# --- the documentation's example --------------------------------------------------------------
+
+
+def documented_round_trip() -> list[list[str]]:
+    """The command lines of the console example in the docs' "SWE-bench round trip"."""
+    text = (Path(__file__).parents[1] / "docs" / "real-repositories.md").read_text()
+    section = text.split("## SWE-bench round trip", 1)[1]
+    block = section.split("```console\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line.removeprefix("$ ")) for line in block.splitlines() if line]
+
+
+@pytest.mark.usefixtures("clone_untouched")
+def test_the_documented_round_trip_resolves_every_task_with_the_reference_fixes(
+    agent_env: dict[str, str], provider: FakeProvider, bench: Bench, tmp_path: Path
+) -> None:
+    commands = documented_round_trip()
+    assert [command[:3] for command in commands] == [
+        ["agent", "swebench", "import"],
+        ["agent", "batch", "seeds/batch.jsonl"],
+        ["agent", "swebench", "predictions"],
+        ["agent", "swebench", "evaluate"],
+    ]
+    bench.tasks_file(tmp_path)
+    (tmp_path / "repos").symlink_to(bench.repos)
+    provider.reply_plan(("calc/ops.py", OPS_FIXED))
+    provider.reply_plan(("calc/text.py", TEXT_FIXED))
+    provider.reply_plan(("calc/stats.py", STATS_FIXED))
+    env = {**agent_env, "XDG_CACHE_HOME": str(bench.cache)}
+    for command in commands:
+        done = subprocess.run(
+            [str(AGENT), *command[1:]], cwd=tmp_path, env=env, capture_output=True, text=True,
+            timeout=300, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, (command, done.stderr)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["resolved_ids"] == list(IDS)
