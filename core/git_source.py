@@ -15,11 +15,17 @@ cache (``$XDG_CACHE_HOME/sandboxed-coding-agent/git``):
 A second run of a seed therefore costs one ``git cat-file`` and one
 ``git ls-tree``, whatever the repository's size. The repository is hostile
 input: ``git`` runs with the repository's hooks, fsmonitor and the ``ext::``
-transport off, and the tree is refused when it holds a symbolic link out of it,
-a path that is not UTF-8 or holds a control character, or more than
-:data:`MAX_TREE_FILES` files, :data:`MAX_TREE_BYTES` bytes or
-:data:`MAX_TREE_DEPTH` folders of depth. Submodules are left out (their folder
-is empty), as ``git`` itself leaves them until told otherwise.
+transport off, only a fetch reads the caller's own git configuration (its
+credentials and proxies; a filter it names, such as git-lfs's, never runs on a
+checkout), and a checkout writes each file exactly as the commit holds it,
+whatever the repository's ``.gitattributes`` say. The tree is refused when it
+holds a symbolic link leading out of it (followed through the tree's other
+links, as the kernel would), a path git would never check out (a ``.``,
+``..`` or ``.git`` part, a path under a file), a path that is not UTF-8 or
+holds a control character, or more than :data:`MAX_TREE_FILES` entries,
+:data:`MAX_TREE_BYTES` bytes or :data:`MAX_TREE_DEPTH` folders of depth; a
+listing past the ceiling is stopped, not read to its end. Submodules are left
+out (their folder is empty), as ``git`` itself leaves them until told otherwise.
 """
 
 from __future__ import annotations
@@ -28,10 +34,11 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import posixpath
 import re
 import shutil
 import subprocess
+import tempfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -49,6 +56,11 @@ MAX_PATH_BYTES = 1024
 MAX_SHOWN_BYTES = 1024 * 1024
 #: How long one ``git`` command may take (a first fetch of a large repository is the longest).
 GIT_TIMEOUT_SECONDS = 1800
+#: Most links followed to resolve one symbolic link of a tree (the kernel's own limit).
+MAX_LINK_HOPS = 40
+#: What a checkout writes each file with: the commit's bytes, whatever the tree's
+#: ``.gitattributes`` say (``$GIT_DIR/info/attributes`` comes before them).
+CHECKOUT_ATTRIBUTES = "* -text -eol -ident -filter -working-tree-encoding\n"
 
 _FULL_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _URL = re.compile(r"([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
@@ -121,17 +133,53 @@ def location_problem(repository: str) -> str | None:
     return None
 
 
-def _environment() -> dict[str, str]:
-    keep = ("PATH", "HOME", "SSH_AUTH_SOCK", "GIT_SSH_COMMAND", "SSL_CERT_FILE", "SSL_CERT_DIR")
+def _environment(callers_config: bool) -> dict[str, str]:
+    keep = ("PATH", "SSH_AUTH_SOCK", "GIT_SSH_COMMAND", "SSL_CERT_FILE", "SSL_CERT_DIR")
     found = {name: os.environ[name] for name in keep if name in os.environ}
+    if callers_config and "HOME" in os.environ:
+        found["HOME"] = os.environ["HOME"]
     found.update(
         GIT_TERMINAL_PROMPT="0",
         GIT_CONFIG_NOSYSTEM="1",
+        GIT_NO_REPLACE_OBJECTS="1",
         LC_ALL="C",
         # A key in the caller's environment never reaches git, which could print or send it.
         GIT_ASKPASS="/bin/false",
     )
+    if not callers_config:
+        # The caller's ~/.gitconfig may name programs (git-lfs's filter, a diff driver) that
+        # a repository's .gitattributes would have run on a checkout.
+        found["GIT_CONFIG_GLOBAL"] = os.devnull
     return found
+
+
+def _command(
+    arguments: Sequence[str],
+    git_dir: Path | None,
+    work_tree: Path | None = None,
+    index: Path | None = None,
+    callers_config: bool = False,
+) -> tuple[list[str], dict[str, str]]:
+    executable = shutil.which("git")
+    if executable is None:
+        raise GitSourceError("git seeds need git, which is not installed on this machine")
+    environment = _environment(callers_config)
+    if git_dir is not None:
+        environment["GIT_DIR"] = str(git_dir)
+    if work_tree is not None:
+        environment["GIT_WORK_TREE"] = str(work_tree)
+    if index is not None:
+        environment["GIT_INDEX_FILE"] = str(index)
+    return [executable, *_SAFE, *arguments], environment
+
+
+def _failure(command: str, stderr: bytes, returncode: int) -> GitSourceError:
+    """git's own reason (its first ``fatal:`` or ``error:`` line), not the advice after it."""
+    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines()]
+    lines = [line for line in lines if line]
+    reasons = [line for line in lines if line.startswith(("fatal: ", "error: "))]
+    detail = reasons[0].partition(": ")[2] if reasons else lines[-1] if lines else returncode
+    return GitSourceError(f"git {command} failed: {detail}")
 
 
 def git(
@@ -142,21 +190,17 @@ def git(
     index: Path | None = None,
     data: bytes | None = None,
     check: bool = True,
+    callers_config: bool = False,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run ``git`` with the settings a hostile repository cannot change; raise on failure."""
-    executable = shutil.which("git")
-    if executable is None:
-        raise GitSourceError("git seeds need git, which is not installed on this machine")
-    environment = _environment()
-    if git_dir is not None:
-        environment["GIT_DIR"] = str(git_dir)
-    if work_tree is not None:
-        environment["GIT_WORK_TREE"] = str(work_tree)
-    if index is not None:
-        environment["GIT_INDEX_FILE"] = str(index)
+    """Run ``git`` with the settings a hostile repository cannot change; raise on failure.
+
+    :param callers_config: read the caller's own git configuration (``~/.gitconfig``): a
+        fetch needs its credentials, proxies and URL rewrites; nothing else does.
+    """
+    argv, environment = _command(arguments, git_dir, work_tree, index, callers_config)
     try:
         done = subprocess.run(
-            [executable, *_SAFE, *arguments],
+            argv,
             input=data,
             capture_output=True,
             env=environment,
@@ -168,11 +212,64 @@ def git(
             f"git {arguments[0]} took longer than {GIT_TIMEOUT_SECONDS} seconds"
         ) from None
     if check and done.returncode != 0:
-        detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise GitSourceError(
-            f"git {arguments[0]} failed: {detail[-1] if detail else done.returncode}"
-        )
+        raise _failure(arguments[0], done.stderr, done.returncode)
     return done
+
+
+def _records(
+    arguments: Sequence[str], git_dir: Path, *, limit: int, longest: int
+) -> Iterator[bytes]:
+    """The NUL-separated records ``git`` prints, read as they come, at most ``limit`` of
+    at most ``longest`` bytes: ``git`` is stopped then (or when the reader stops), so a
+    listing without end is never read to its end.
+
+    :raises GitSourceError: ``git`` failed, printed a longer record, or took longer
+        than :data:`GIT_TIMEOUT_SECONDS`.
+    """
+    argv, environment = _command(arguments, git_dir)
+    expired = threading.Event()
+    with (
+        tempfile.TemporaryFile() as errors,
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, env=environment) as process,
+    ):
+        assert process.stdout is not None
+
+        def expire() -> None:
+            expired.set()
+            process.kill()
+
+        timer = threading.Timer(GIT_TIMEOUT_SECONDS, expire)
+        timer.start()
+        count = 0
+        ended = False
+        try:
+            rest = b""
+            while count < limit and not ended:
+                chunk = process.stdout.read(1 << 16)
+                if chunk:
+                    *complete, rest = (rest + chunk).split(b"\0")
+                else:
+                    ended, complete = True, [rest] if rest else []
+                if len(rest) > longest:
+                    raise GitSourceError(
+                        f"git {arguments[0]}: a record longer than {longest} bytes"
+                    )
+                for record in complete[: limit - count]:
+                    count += 1
+                    yield record
+        finally:
+            timer.cancel()
+            if not ended:
+                process.kill()
+            process.stdout.close()
+            process.wait()
+        if expired.is_set():
+            raise GitSourceError(
+                f"git {arguments[0]} took longer than {GIT_TIMEOUT_SECONDS} seconds"
+            )
+        if ended and process.returncode != 0:
+            errors.seek(0)
+            raise _failure(arguments[0], errors.read(), process.returncode)
 
 
 @contextlib.contextmanager
@@ -211,7 +308,7 @@ def fetch(repository: str, commit: str, environ: Mapping[str, str] = os.environ)
     folder = repository_folder(repository, environ)
     with _locked(folder.with_name(folder.name + ".lock")):
         if not (folder / "HEAD").exists():
-            git(["init", "--quiet", "--bare", str(folder)])
+            git(["init", "--quiet", "--bare", "--", str(folder)])
         if _FULL_COMMIT.fullmatch(commit) and _has_commit(folder, commit):
             return folder
         git(
@@ -220,6 +317,7 @@ def fetch(repository: str, commit: str, environ: Mapping[str, str] = os.environ)
                 "+refs/heads/*:refs/sources/heads/*", "+refs/tags/*:refs/sources/tags/*",
             ],
             git_dir=folder,
+            callers_config=True,
         )  # fmt: skip
         if _FULL_COMMIT.fullmatch(commit) and not _has_commit(folder, commit):
             # Not on a branch or tag: a server may still give it when asked by its ID.
@@ -227,6 +325,7 @@ def fetch(repository: str, commit: str, environ: Mapping[str, str] = os.environ)
                 ["fetch", "--quiet", "--no-tags", "--", repository, commit],
                 git_dir=folder,
                 check=False,
+                callers_config=True,
             )
     return folder
 
@@ -269,41 +368,81 @@ def _path_problem(path: str) -> str | None:
         return f"{path!r}: the path contains a control character"
     if path.count("/") >= MAX_TREE_DEPTH:
         return f"{path!r}: deeper than {MAX_TREE_DEPTH} folders"
+    if any(part in ("", ".", "..") or part.lower() == ".git" for part in path.split("/")):
+        # git refuses to check these out; saying so now names the path.
+        return f"{path!r}: a path with a '.', '..' or '.git' part, which git never checks out"
     return None
 
 
-def _link_problem(path: str, target: bytes) -> str | None:
+def _link_target(path: str, target: bytes) -> tuple[str | None, str | None]:
+    """The link's target as text, or why it cannot be one (not UTF-8, absolute)."""
     try:
         text = target.decode("utf-8")
     except UnicodeDecodeError:
-        return f"{path}: a symbolic link whose target is not UTF-8"
-    if text.startswith("/") or "\0" in text:
-        return f"{path}: a symbolic link to {text!r}, outside the tree"
-    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), text))
-    if (
-        resolved == ".."
-        or resolved.startswith("../")
-        or resolved == ".git"
-        or resolved.startswith(".git/")
-    ):
-        return f"{path}: a symbolic link to {text!r}, outside the tree"
+        return None, f"{path}: a symbolic link whose target is not UTF-8"
+    if text.startswith("/") or "\0" in text or not text:
+        return None, f"{path}: a symbolic link to {text!r}, outside the tree"
+    return text, None
+
+
+def _link_problem(path: str, links: Mapping[str, str]) -> str | None:
+    """Why the link at ``path`` leads out of the tree, or ``None``.
+
+    Followed as the kernel follows it, through the tree's other links: by its text
+    alone, ``a/b/s/../..`` stays inside, but not when ``a/b/s`` is a link to ``../..``.
+    Where the tree is bound into the sandbox, out of it is the host's root while the
+    sandbox is being set up.
+    """
+    shown = f"{path}: a symbolic link to {links[path]!r}"
+    folder = path.split("/")[:-1]
+    pending = list(reversed(links[path].split("/")))
+    hops = 1
+    while pending:
+        part = pending.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not folder:
+                return f"{shown}, outside the tree"
+            folder.pop()
+            continue
+        here = "/".join((*folder, part))
+        if here in links:
+            hops += 1
+            if hops > MAX_LINK_HOPS:
+                return f"{shown}, which leads to itself (a loop of links)"
+            pending.extend(reversed(links[here].split("/")))
+        else:
+            folder.append(part)
+    if folder and folder[0] == ".git":
+        return f"{shown}, outside the tree"
     return None
 
 
 def list_tree(source: SourceTree, environ: Mapping[str, str] = os.environ) -> list[TreeFile]:
     """Every file of the commit's tree, checked against the ceilings and the link rule.
 
-    :raises GitSourceError: the tree breaks a ceiling, holds a path that is not UTF-8
-        or has a control character, or a symbolic link that leads out of it.
+    :raises GitSourceError: the tree breaks a ceiling, holds a path that is not UTF-8,
+        has a control character or that git would not check out, or a symbolic link
+        that leads out of it.
     """
     folder = fetch(source.repository, source.commit, environ)
-    listing = git(["ls-tree", "-r", "-z", "--long", "--full-tree", source.commit], git_dir=folder)
+    listing = _records(
+        ["ls-tree", "-r", "-z", "--long", "--full-tree", source.commit],
+        folder,
+        limit=MAX_TREE_FILES + 1,
+        longest=MAX_PATH_BYTES + 256,
+    )
     found: list[TreeFile] = []
     links: list[tuple[str, str]] = []
     total = 0
-    for record in listing.stdout.split(b"\0"):
-        if not record:
-            continue
+    entries = 0
+    for record in listing:
+        entries += 1
+        if entries > MAX_TREE_FILES:
+            raise GitSourceError(
+                f"{source.commit}: more than {MAX_TREE_FILES} files; a git seed has at most that"
+            )
         head, _, raw_path = record.partition(b"\t")
         mode, kind, object_id, size = head.split()
         if mode == _GITLINK.encode() or kind != b"blob":
@@ -321,28 +460,48 @@ def list_tree(source: SourceTree, environ: Mapping[str, str] = os.environ) -> li
             links.append((path, object_id.decode()))
         total += int(size)
         found.append(TreeFile(path, int(size), link))
-        if len(found) > MAX_TREE_FILES:
-            raise GitSourceError(
-                f"{source.commit}: more than {MAX_TREE_FILES} files; a git seed has at most that"
-            )
     if total > MAX_TREE_BYTES:
         raise GitSourceError(
             f"{source.commit}: {total} bytes of files; a git seed has at most {MAX_TREE_BYTES}"
         )
+    problem = _under_a_file(found)
+    if problem:
+        raise GitSourceError(f"{source.commit}: {problem}")
     if links:
         targets = git(
             ["cat-file", "--batch"],
             git_dir=folder,
             data="".join(f"{oid}\n" for _, oid in links).encode(),
         ).stdout
+        texts: dict[str, str] = {}
         for path, _ in links:
             header, _, targets = targets.partition(b"\n")
-            length = int(header.split()[2])
-            problem = _link_problem(path, targets[:length])
+            fields = header.split()
+            if len(fields) != 3 or fields[1] != b"blob":
+                raise GitSourceError(f"{source.commit}: {path}: the link's target is missing")
+            length = int(fields[2])
+            text, problem = _link_target(path, targets[:length])
             targets = targets[length + 1 :]
+            if problem or text is None:
+                raise GitSourceError(f"{source.commit}: {problem}")
+            texts[path] = text
+        for path in texts:
+            problem = _link_problem(path, texts)
             if problem:
                 raise GitSourceError(f"{source.commit}: {problem}")
     return found
+
+
+def _under_a_file(files: Sequence[TreeFile]) -> str | None:
+    """Why a path of the tree is under another path that is a file or a link, or ``None``."""
+    kinds = {entry.path: "a symbolic link" if entry.link else "a file" for entry in files}
+    for entry in files:
+        parts = entry.path.split("/")
+        for depth in range(1, len(parts)):
+            above = "/".join(parts[:depth])
+            if above in kinds:
+                return f"{entry.path!r}: under {above!r}, {kinds[above]}"
+    return None
 
 
 def tree_folder(source: SourceTree, environ: Mapping[str, str] = os.environ) -> Path:
@@ -364,10 +523,15 @@ def materialize(source: SourceTree, environ: Mapping[str, str] = os.environ) -> 
             return final
         list_tree(source, environ)
         folder = fetch(source.repository, source.commit, environ)
+        # Under the lock, any partial checkout of this commit is one a killed agent left.
+        for stale in final.parent.glob(f".partial-{source.commit}-*"):
+            _make_writable(stale)
+            shutil.rmtree(stale, ignore_errors=True)
         partial = final.with_name(f".partial-{source.commit}-{os.getpid()}")
         index = final.with_name(f".index-{source.commit}-{os.getpid()}")
-        shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
+        (folder / "info").mkdir(exist_ok=True)
+        (folder / "info" / "attributes").write_text(CHECKOUT_ATTRIBUTES)
         try:
             git(["read-tree", source.commit], git_dir=folder, index=index)
             git(

@@ -1,0 +1,243 @@
+"""Git seeds from a hostile repository or seed folder: nothing reaches the host, nothing hangs."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import stat
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_git_seeds import BROKEN, FIXED, git, make_repository, run_with, seed_folder
+
+from sandboxed_coding_agent.core import git_source
+from sandboxed_coding_agent.core.manifest import ManifestError, load_seed
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(folder))
+    return folder
+
+
+@pytest.fixture
+def open_folder() -> Iterator[Path]:
+    """A folder of the host any user may write, as a sandbox's host user could reach it."""
+    folder = Path(tempfile.mkdtemp(prefix="git-seed-target-", dir="/tmp"))
+    folder.chmod(0o777)  # the point: the sandbox's user could write here
+    yield folder
+    shutil.rmtree(folder)
+
+
+def commit_all(repo: Path, message: str = "more") -> str:
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def commit_tree(repo: Path, entries: list[tuple[str, str, str]]) -> str:
+    """A commit whose tree holds ``entries`` (mode, object ID, name) as given, even ones
+    ``git add`` would never write (``..``, ``.git``, a name twice)."""
+    listing = "".join(
+        f"{mode} {'tree' if mode == '040000' else 'blob'} {oid}\t{name}\n"
+        for mode, oid, name in entries
+    )
+    tree = subprocess.run(
+        ["git", "mktree", "--missing"],
+        cwd=repo,
+        input=listing,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return git(repo, "commit-tree", "-m", "crafted", tree)
+
+
+def blob(repo: Path, text: str) -> str:
+    return subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"],
+        cwd=repo,
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def write_manifest(seed: Path, repo: Path, commit: str, *, editable: list[str]) -> None:
+    text = (seed / "seed.toml").read_text()
+    head, _, _ = text.partition("[source]")
+    head = head.replace('editable = ["pkg/calc.py"]', f"editable = {json.dumps(editable)}")
+    (seed / "seed.toml").write_text(
+        f"{head}[source]\ngit = {json.dumps(str(repo))}\ncommit = {json.dumps(commit)}\n"
+    )
+
+
+def test_a_link_climbing_out_through_another_link_never_writes_on_the_host(
+    tmp_path: Path, cache: Path, open_folder: Path, run_agent, write_plan
+) -> None:
+    # Each link alone stays inside by its text, but a/b/s leads to the top, so two '..'
+    # after it leave the workspace: during the sandbox's set-up that is where bwrap keeps
+    # the host's root (/oldroot), and the editable file under `out` would be written there.
+    repo = tmp_path / "repo"
+    make_repository(repo)
+    (repo / "a" / "b").mkdir(parents=True)
+    (repo / "a" / "b" / "s").symlink_to("../..")
+    (repo / "out").symlink_to(f"a/b/s/../../oldroot{open_folder}")
+    commit = commit_all(repo)
+    seed = seed_folder(tmp_path / "seed", str(repo), commit)
+    (seed / "out").mkdir()
+    (seed / "out" / "note.txt").write_text("seed\n")
+    write_manifest(seed, repo, commit, editable=["pkg/calc.py", "out/note.txt"])
+    plan = write_plan(
+        {
+            "files": [
+                {"path": "pkg/calc.py", "content": FIXED},
+                {"path": "out/note.txt", "content": "written by the model\n"},
+            ]
+        }
+    )
+    done = run_with(run_agent, seed, plan, cache)
+    assert list(open_folder.iterdir()) == []
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "out: a symbolic link to 'a/b/s/../../oldroot" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("links", "refused"),
+    [
+        ({"a/b/s": "../..", "out": "a/b/s/../../etc"}, "out"),
+        ({"s": ".", "out": "s/.."}, "out"),
+        ({"d/up": "..", "out": "d/up/d/up/.."}, "out"),
+        ({"loop": "loop/x"}, "loop"),
+        ({"x": "y", "y": "x"}, "x"),
+    ],
+)
+def test_links_are_followed_as_the_kernel_would_to_tell_whether_they_leave_the_tree(
+    tmp_path: Path, cache: Path, links: dict[str, str], refused: str
+) -> None:
+    repo = tmp_path / "repo"
+    make_repository(repo)
+    for path, target in links.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).symlink_to(target)
+    commit = commit_all(repo)
+    with pytest.raises(ManifestError, match=rf"source: \w+: {refused}: a symbolic link"):
+        load_seed(seed_folder(tmp_path / "seed", str(repo), commit))
+
+
+def test_links_that_stay_inside_through_other_links_are_kept(tmp_path: Path, cache: Path) -> None:
+    repo = tmp_path / "repo"
+    make_repository(repo, extra={"data/deep/value.txt": "5\n"})
+    for path, target in {
+        "d": "data/deep",
+        "v": "d/../deep/value.txt",
+        "pkg/v": "../d/value.txt",
+        "top": "pkg/..",
+    }.items():
+        (repo / path).symlink_to(target)
+    commit = commit_all(repo)
+    seed = load_seed(seed_folder(tmp_path / "seed", str(repo), commit))
+    assert "data/deep/value.txt" in seed.files
+
+
+@pytest.mark.parametrize("name", ["..", ".git", ".GIT", "."])
+def test_a_tree_entry_git_would_never_check_out_is_refused_when_the_seed_is_read(
+    tmp_path: Path, cache: Path, name: str
+) -> None:
+    repo = tmp_path / "repo"
+    make_repository(repo)
+    inner = commit_tree(repo, [("100644", blob(repo, "x\n"), "config")])
+    inner_tree = git(repo, "rev-parse", f"{inner}^{{tree}}")
+    top = git(repo, "rev-parse", "HEAD^{tree}")
+    entries = [
+        line.split(None, 3) for line in git(repo, "ls-tree", top).splitlines()
+    ]  # mode, kind, oid, name
+    crafted = commit_tree(
+        repo,
+        [(mode, oid, path) for mode, _, oid, path in entries] + [("040000", inner_tree, name)],
+    )
+    with pytest.raises(ManifestError, match=re.escape("a '.', '..' or '.git' part")):
+        load_seed(seed_folder(tmp_path / "seed", str(repo), crafted))
+
+
+def test_a_tree_with_a_file_and_a_folder_of_one_name_is_refused(
+    tmp_path: Path, cache: Path
+) -> None:
+    repo = tmp_path / "repo"
+    make_repository(repo)
+    inner = git(repo, "rev-parse", "HEAD:pkg")
+    crafted = commit_tree(repo, [("040000", inner, "pkg"), ("100644", blob(repo, "x\n"), "pkg")])
+    with pytest.raises(ManifestError, match=re.escape("'pkg/__init__.py': under 'pkg', a file")):
+        load_seed(seed_folder(tmp_path / "seed", str(repo), crafted))
+
+
+def test_the_callers_git_filters_never_run_on_a_checkout_and_files_are_the_commits(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # git-lfs installs a filter in the caller's ~/.gitconfig; a repository that names it
+    # in its .gitattributes must not get it (or any program of that config) run here.
+    home = tmp_path / "home"
+    home.mkdir()
+    marker = tmp_path / "filter-ran"
+    (home / ".gitconfig").write_text(
+        f'[filter "lfs"]\n\tsmudge = "touch {marker}; cat"\n\trequired = true\n'
+        "[core]\n\tautocrlf = true\n"
+    )
+    repo = tmp_path / "repo"
+    commit = make_repository(
+        repo, extra={".gitattributes": "* filter=lfs ident eol=crlf\n", "id.txt": "$Id$\n"}
+    )
+    monkeypatch.setenv("HOME", str(home))
+    source = git_source.resolve(str(repo), commit)
+    tree = git_source.materialize(source)
+    assert not marker.exists()
+    assert (tree / "pkg" / "calc.py").read_text() == BROKEN
+    assert (tree / "id.txt").read_bytes() == b"$Id$\n"
+
+
+def test_a_tree_of_billions_of_paths_is_refused_without_listing_them(
+    tmp_path: Path, cache: Path
+) -> None:
+    # A few hundred bytes of objects: two entries per folder, 40 folders deep, every
+    # folder the same tree object. Listing it whole would never end.
+    repo = tmp_path / "repo"
+    make_repository(repo)
+    empty = blob(repo, "")
+    tree = git(repo, "rev-parse", f"{commit_tree(repo, [('100644', empty, 'a')])}^{{tree}}")
+    for _ in range(40):
+        tree = git(
+            repo,
+            "rev-parse",
+            f"{commit_tree(repo, [('040000', tree, 'a'), ('040000', tree, 'b')])}^{{tree}}",
+        )
+    bomb = git(repo, "commit-tree", "-m", "bomb", tree)
+    with pytest.raises(ManifestError, match=f"more than {git_source.MAX_TREE_FILES} files"):
+        load_seed(seed_folder(tmp_path / "seed", str(repo), bomb))
+
+
+def test_a_path_that_is_not_a_repository_is_named_in_one_clear_message(
+    tmp_path: Path, cache: Path
+) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ManifestError, match="does not appear to be a git repository"):
+        load_seed(seed_folder(tmp_path / "seed", str(tmp_path / "empty"), "1" * 40))
+
+
+def test_a_partial_checkout_left_by_a_killed_agent_is_removed(tmp_path: Path, cache: Path) -> None:
+    repo = tmp_path / "repo"
+    commit = make_repository(repo)
+    source = git_source.resolve(str(repo), commit)
+    stale = git_source.tree_folder(source).with_name(f".partial-{commit}-999999999")
+    (stale / "sub").mkdir(parents=True)
+    (stale / "sub" / "f").write_text("")
+    for path in (stale / "sub" / "f", stale / "sub", stale):
+        path.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    git_source.materialize(source)
+    assert not stale.exists()
