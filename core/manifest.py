@@ -284,9 +284,13 @@ class _Reader:
         else:
             added = self.files(root, self.patterns(data, "files", DEFAULT_FILES), optional=True)
             try:
-                tree = [entry.path for entry in git_source.list_tree(source) if not entry.link]
+                listed = git_source.list_tree(source)
             except git_source.GitSourceError as error:
                 raise self.fail(("source",), error.message) from None
+            problem = _tree_clash(added, listed)
+            if problem:
+                raise self.fail(("files",), problem)
+            tree = [entry.path for entry in listed if not entry.link]
             files = tuple(sorted({*tree, *added}))
         tests = self.patterns(data, "tests")
         hidden = self.patterns(data, "hidden_tests", ())
@@ -603,6 +607,33 @@ class _Reader:
         except ValueError as error:
             reason = str(error).removeprefix("requirements: ")
             raise self.fail(("runtime", "requirements"), reason) from None
+
+
+def _tree_clash(added: tuple[str, ...], tree: list[git_source.TreeFile]) -> str | None:
+    """Why one of a git seed's own files cannot go where it is in the tree, or ``None``.
+
+    One may replace a file or a link of the tree, but not stand under one: in the
+    sandbox it would be written through the link, wherever that leads, or over a file.
+    Nor may it replace a folder of the tree.
+    """
+    kinds = {entry.path: "a symbolic link" if entry.link else "a file" for entry in tree}
+    folders = {entry.path.rpartition("/")[0] for entry in tree}
+    for folder in list(folders):
+        while folder:
+            folder = folder.rpartition("/")[0]
+            folders.add(folder)
+    for path in added:
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            above = "/".join(parts[:depth])
+            if above in kinds:
+                return (
+                    f"{path!r}: under {above!r}, {kinds[above]} of the tree; a seed's file "
+                    "may replace a file of the tree, not stand under one"
+                )
+        if path in folders:
+            return f"{path!r}: a folder of the tree; a seed's file may replace a file of it only"
+    return None
 
 
 def _walk(root_fd: int, root: Path) -> list[str]:

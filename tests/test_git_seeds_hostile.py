@@ -178,6 +178,28 @@ def test_a_tree_with_a_file_and_a_folder_of_one_name_is_refused(
         load_seed(seed_folder(tmp_path / "seed", str(repo), crafted))
 
 
+@pytest.mark.parametrize(
+    ("own", "problem"),
+    [
+        ("lib/x.py", "under 'lib', a symbolic link of the tree"),
+        ("README/x.py", "under 'README', a file of the tree"),
+        ("pkg", "a folder of the tree"),
+    ],
+)
+def test_a_seed_file_where_the_tree_has_a_link_a_file_or_a_folder_is_refused(
+    tmp_path: Path, cache: Path, own: str, problem: str
+) -> None:
+    repo = tmp_path / "repo"
+    make_repository(repo)
+    (repo / "lib").symlink_to("pkg")
+    commit = commit_all(repo)
+    seed = seed_folder(tmp_path / "seed", str(repo), commit)
+    (seed / own).parent.mkdir(parents=True, exist_ok=True)
+    (seed / own).write_text("x = 1\n")
+    with pytest.raises(ManifestError, match=f"files: {own!r}: {problem}"):
+        load_seed(seed)
+
+
 def test_the_callers_git_filters_never_run_on_a_checkout_and_files_are_the_commits(
     tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
