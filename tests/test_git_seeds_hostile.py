@@ -15,7 +15,9 @@ import pytest
 from test_git_seeds import BROKEN, FIXED, git, make_repository, run_with, seed_folder
 
 from sandboxed_coding_agent.core import git_source
+from sandboxed_coding_agent.core.errors import SandboxError
 from sandboxed_coding_agent.core.manifest import ManifestError, load_seed
+from sandboxed_coding_agent.plugins.local_sandbox.tree import tree_mounts
 
 
 @pytest.fixture
@@ -200,6 +202,17 @@ def test_a_seed_file_where_the_tree_has_a_link_a_file_or_a_folder_is_refused(
         load_seed(seed)
 
 
+def test_the_sandbox_refuses_a_carried_file_under_a_link_of_the_tree(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg" / "calc.py").write_text("")
+    (tree / "lib").symlink_to("pkg")
+    (tree / "README").write_text("")
+    for carried in ("lib/x.py", "README/x.py"):
+        with pytest.raises(SandboxError, match=f"{carried}: the tree has"):
+            tree_mounts(tree, [carried])
+
+
 def test_the_callers_git_filters_never_run_on_a_checkout_and_files_are_the_commits(
     tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -244,6 +257,17 @@ def test_a_tree_of_billions_of_paths_is_refused_without_listing_them(
         load_seed(seed_folder(tmp_path / "seed", str(repo), bomb))
 
 
+def test_the_mounts_of_long_names_are_refused_before_they_outgrow_a_command_line(
+    tmp_path: Path,
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for number in range(4500):
+        (tree / (f"{number:04d}" + "x" * 240)).write_text("")
+    with pytest.raises(SandboxError, match="bytes of mount arguments"):
+        tree_mounts(tree, ["pkg/calc.py"])
+
+
 def test_a_path_that_is_not_a_repository_is_named_in_one_clear_message(
     tmp_path: Path, cache: Path
 ) -> None:
@@ -263,3 +287,40 @@ def test_a_partial_checkout_left_by_a_killed_agent_is_removed(tmp_path: Path, ca
         path.chmod(stat.S_IRUSR | stat.S_IXUSR)
     git_source.materialize(source)
     assert not stale.exists()
+
+
+OWNER_PROBE = """import os
+import unittest
+
+
+class Tree(unittest.TestCase):
+    def test_no_file_or_folder_of_the_tree_changes_even_for_its_owner(self):
+        # As an ordinary user the cache's tree is the caller's own, and the sandbox's
+        # user is the caller: only the read-only mounts keep the tree as it is.
+        for path in ("data/deep/value.txt", "data/deep", "data", "pkg/__init__.py", "README"):
+            for change in (
+                lambda: os.chmod(path, 0o777),
+                lambda: os.utime(path, (0, 0)),
+                lambda: os.rename(path, "moved"),
+                lambda: os.unlink(path) if os.path.isfile(path) else os.rmdir(path),
+                lambda: os.symlink("x", path + "/new") if os.path.isdir(path) else
+                    os.truncate(path, 0),
+            ):
+                with self.assertRaises(OSError, msg=path):
+                    change()
+        self.assertEqual(open("data/deep/value.txt").read(), "5\\n")
+"""
+
+
+def test_the_tree_stays_as_it_is_even_for_the_user_who_owns_the_cache(
+    tmp_path: Path, cache: Path, run_agent, write_plan
+) -> None:
+    repo = tmp_path / "repo"
+    commit = make_repository(repo, extra={"data/deep/value.txt": "5\n"})
+    seed = seed_folder(tmp_path / "seed", str(repo), commit, tests=OWNER_PROBE)
+    done = run_with(
+        run_agent, seed, write_plan({"files": [{"path": "pkg/calc.py", "content": FIXED}]}), cache
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    tree = git_source.tree_folder(git_source.SourceTree(str(repo), commit))
+    assert (tree / "data" / "deep" / "value.txt").read_text() == "5\n"

@@ -29,6 +29,9 @@ from .bwrap import workspace_path
 
 #: Most bind mounts of a tree in one sandbox (each is one argument triple for ``bwrap``).
 MAX_TREE_MOUNTS = 5000
+#: Most bytes those arguments may take: they go on one command line, which the kernel
+#: bounds (``ARG_MAX``, 2 MiB on most machines, environment included).
+MAX_TREE_ARGUMENT_BYTES = 1024 * 1024
 
 
 def _folders_of(paths: Iterable[str]) -> set[str]:
@@ -47,10 +50,14 @@ def tree_mounts(tree: Path, carried: Iterable[str]) -> list[str]:
     :param tree: the checked-out tree on the host (read-only, in the agent's cache).
     :param carried: the job's files (relative paths): each is left out of the binds
         for the job's own copy to go there.
-    :raises SandboxError: the binds would exceed :data:`MAX_TREE_MOUNTS`.
+    :raises SandboxError: the binds would exceed :data:`MAX_TREE_MOUNTS` or
+        :data:`MAX_TREE_ARGUMENT_BYTES`, or a carried file would be under a link or a
+        file of the tree (bwrap would write it through the link, wherever that leads).
     """
     skip = set(carried)
     opened = _folders_of(skip)
+    budget = min(MAX_TREE_ARGUMENT_BYTES, os.sysconf("SC_ARG_MAX") // 2)
+    size = 0
     arguments: list[str] = []
     pending = [""]
     while pending:
@@ -65,6 +72,13 @@ def tree_mounts(tree: Path, carried: Iterable[str]) -> list[str]:
             if relative in skip:
                 continue
             inside = workspace_path(relative)
+            if relative in opened and not entry.is_dir(follow_symlinks=False):
+                under = min(path for path in skip if path.startswith(relative + "/"))
+                raise SandboxError(
+                    f"{under}: the tree has a symbolic link or a file at {relative}, "
+                    "where the seed's file needs a folder"
+                )
+            added = len(arguments)
             if entry.is_symlink():
                 arguments += ["--symlink", os.readlink(entry.path), inside]
             elif entry.is_dir(follow_symlinks=False) and relative in opened:
@@ -76,5 +90,12 @@ def tree_mounts(tree: Path, carried: Iterable[str]) -> list[str]:
                 raise SandboxError(
                     f"the tree needs more than {MAX_TREE_MOUNTS} mounts around the seed's "
                     "own and editable files; fewer files in wide folders would do"
+                )
+            size += sum(len(os.fsencode(argument)) + 1 for argument in arguments[added:])
+            if size > budget:
+                raise SandboxError(
+                    f"the tree's mounts around the seed's own and editable files need more "
+                    f"than {budget} bytes of mount arguments (long names in wide folders); "
+                    "fewer or shorter names in those folders would do"
                 )
     return arguments
