@@ -756,3 +756,32 @@ def test_the_documented_round_trip_resolves_every_task_with_the_reference_fixes(
         assert done.returncode == 0, (command, done.stderr)
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["resolved_ids"] == list(IDS)
+
+
+def test_patches_no_whole_file_plan_can_hold_are_errors_of_the_patch(
+    swe: Callable[..., AgentRun], bench: Bench, tmp_path: Path
+) -> None:
+    deleting = (
+        "diff --git a/calc/text.py b/calc/text.py\ndeleted file mode 100644\n"
+        "--- a/calc/text.py\n+++ /dev/null\n@@ -1,2 +0,0 @@\n"
+        "-def shout(text):\n-    return text.upper()\n\\ No newline at end of file\n"
+    )
+    linking = (
+        "diff --git a/calc/passwd.py b/calc/passwd.py\nnew file mode 120000\n"
+        "--- /dev/null\n+++ b/calc/passwd.py\n@@ -0,0 +1 @@\n+/etc/passwd\n"
+        "\\ No newline at end of file\n"
+    )
+    escaping = (
+        "diff --git a/.git/config b/.git/config\nnew file mode 100644\n"
+        "--- /dev/null\n+++ b/.git/config\n@@ -0,0 +1 @@\n+[core]\n"
+    )
+    done, report, lines = evaluate(
+        swe, bench, tmp_path,
+        {"acme__calc-1": deleting, "acme__calc-2": linking, "acme__calc-3": escaping},
+    )  # fmt: skip
+    assert report["error_ids"] == list(IDS), done.stderr
+    assert {line["error_kind"] for line in lines.values()} == {"patch"}
+    assert "deletes calc/text.py" in lines["acme__calc-1"]["reason"]
+    assert "calc/passwd.py a link" in lines["acme__calc-2"]["reason"]
+    assert lines["acme__calc-3"]["reason"].startswith("patch does not apply")
+    assert "invalid path '.git/config'" in lines["acme__calc-3"]["reason"]
