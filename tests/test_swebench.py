@@ -785,3 +785,41 @@ def test_patches_no_whole_file_plan_can_hold_are_errors_of_the_patch(
     assert "calc/passwd.py a link" in lines["acme__calc-2"]["reason"]
     assert lines["acme__calc-3"]["reason"].startswith("patch does not apply")
     assert "invalid path '.git/config'" in lines["acme__calc-3"]["reason"]
+
+
+def test_the_runtime_installs_the_project_when_its_pyproject_has_a_project_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandboxed_coding_agent.core.swebench import patches
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    commits = {}
+    for name, pyproject in (
+        ("with-project", '[project]\nname = "x"\ndependencies = ["attrs"]\n'),
+        ("tool-only", "[tool.black]\nline-length = 100\n"),
+        ("none", None),
+    ):
+        clone = tmp_path / name
+        clone.mkdir()
+        git(clone, "init", "-q")
+        write(clone, {"x.py": "", **({"pyproject.toml": pyproject} if pyproject else {})})
+        git(clone, "add", ".")
+        git(clone, "commit", "-qm", "one")
+        commit = git(clone, "rev-parse", "HEAD").strip()
+        commits[name] = (patches.repository(clone, commit), commit)
+
+    def runtime(name: str, **options: Any) -> dict[str, Any] | None:
+        folder, commit = commits[name]
+        return seeds.runtime_of(seeds.ImportOptions(**options), folder, commit)
+
+    assert runtime("with-project") == {"requirements": ["pytest"], "project": True}
+    assert runtime("with-project", project=False) == {"requirements": ["pytest"]}
+    assert runtime("tool-only") == {"requirements": ["pytest"]}
+    assert runtime("none", framework="unittest") is None
+    assert runtime("none", framework="unittest", project=True, python="3.12") == {
+        "python": "3.12",
+        "project": True,
+    }
+    assert runtime("none", requirements=("pytest>=8", "hypothesis")) == {
+        "requirements": ["pytest>=8", "hypothesis"]
+    }
