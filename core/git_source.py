@@ -64,6 +64,7 @@ CHECKOUT_ATTRIBUTES = "* -text -eol -ident -filter -working-tree-encoding\n"
 
 _FULL_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _URL = re.compile(r"([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 _SCHEMES = frozenset({"file", "https", "http", "ssh", "git"})
 _SYMLINK = "120000"
 _GITLINK = "160000"
@@ -364,11 +365,14 @@ def resolve(repository: str, commit: str, environ: Mapping[str, str] = os.enviro
 def _path_problem(path: str) -> str | None:
     if len(path.encode()) > MAX_PATH_BYTES:
         return f"a path is longer than {MAX_PATH_BYTES} bytes"
-    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+    if _CONTROL.search(path):
         return f"{path!r}: the path contains a control character"
     if path.count("/") >= MAX_TREE_DEPTH:
         return f"{path!r}: deeper than {MAX_TREE_DEPTH} folders"
-    if any(part in ("", ".", "..") or part.lower() == ".git" for part in path.split("/")):
+    # Only a path with a part that is empty or starts with '.' needs a closer look.
+    if ("/." in f"/{path}" or "//" in f"/{path}/") and any(
+        part in ("", ".", "..") or part.lower() == ".git" for part in path.split("/")
+    ):
         # git refuses to check these out; saying so now names the path.
         return f"{path!r}: a path with a '.', '..' or '.git' part, which git never checks out"
     return None
