@@ -21,6 +21,7 @@ from pathlib import Path
 import attrs
 
 from . import records
+from .context import MAX_LEFT_OUT_LISTED, PlannerContext, planner_context
 from .errors import AgentError, PlanRejected, Rejection, UsageError
 from .grading import graded
 from .model import (
@@ -143,22 +144,40 @@ def plan_request(
     files: Mapping[str, bytes],
     options: PlannerOptions | None = None,
     feedback: Feedback | None = None,
+    context: PlannerContext | None = None,
 ) -> PlanRequest:
-    """What the planner gets: every seed file except the hidden tests, and any feedback."""
+    """What the planner gets: what ``context`` shows of the seed (chosen from ``files`` by
+    :func:`~.context.planner_context` when not given), never a hidden test, and any feedback.
+    """
+    if context is None:
+        context = planner_context(seed, files)
     hidden = set(seed.hidden_files)
     return PlanRequest(
         seed=seed.name,
         instruction=instruction,
-        files={
-            path: data.decode("utf-8", errors="replace")
-            for path, data in files.items()
-            if path not in hidden
-        },
+        files={path: text for path, text in context.files.items() if path not in hidden},
         editable_paths=seed.editable_files,
         limits=seed.limits,
         options=options or PlannerOptions(),
         feedback=feedback,
+        repository_map=context.repository_map,
+        left_out=context.left_out[:MAX_LEFT_OUT_LISTED],
+        left_out_count=len(context.left_out),
     )
+
+
+def prompt_summary(request: PlanRequest, details: Mapping[str, object]) -> str | None:
+    """``prompt: 48,213 bytes; 12 context files left out``: the prompt's size as the planner
+    reported it in its details (:class:`~.records.ProviderRequestInfo`), and what was left
+    out; ``None`` when there is neither to say."""
+    info = records.reported_request(details)
+    said = []
+    if info is not None and info.prompt_bytes is not None:
+        said.append(f"prompt: {info.prompt_bytes:,} bytes")
+    if request.left_out_count:
+        plural = "" if request.left_out_count == 1 else "s"
+        said.append(f"{request.left_out_count:,} context file{plural} left out")
+    return "; ".join(said) or None
 
 
 #: What a repair attempt is told about a failed test of a seed with hidden tests, instead of
@@ -221,6 +240,12 @@ def run(
         )
     if limits is not None:
         seed = attrs.evolve(seed, limits=limits)
+    files = seed.read_files()
+    context = None
+    if planner is not None:  # chosen once: every attempt and candidate is shown the same
+        context = planner_context(seed, files, environ=environ, progress=progress)
+        if context.repository_map is not None:
+            progress(context.describe())
     search = _Search(
         seed=seed,
         runner=runner,
@@ -228,7 +253,8 @@ def run(
         planner=planner,
         plan=plan,
         instruction=instruction or seed.default_prompt,
-        files=seed.read_files(),
+        files=files,
+        context=context,
         options=planner_options or PlannerOptions(),
         progress=progress,
         attempts=attempts,
@@ -373,6 +399,7 @@ class _Search:
     plan: PatchPlan | None
     instruction: str
     files: dict[str, bytes]
+    context: PlannerContext | None
     options: PlannerOptions
     progress: Progress
     attempts: int
@@ -424,7 +451,9 @@ class _Search:
                 number,
                 f"asking planner {self.planner.name!r} for a patch to seed {self.seed.name!r}{of}",
             )
-            request = plan_request(self.seed, self.instruction, self.files, self.options, feedback)
+            request = plan_request(
+                self.seed, self.instruction, self.files, self.options, feedback, self.context
+            )
             try:
                 planned = records.call_planner(self.planner, request, environ=self.environ)
             except PlanRejected as error:  # the planner's own check of the contract
@@ -440,6 +469,9 @@ class _Search:
                 self.say(number, f"planner task {error.planner_task_id}: the answer was rejected")
                 return refused, None
             plan = planned.plan
+            summary = prompt_summary(request, planned.details)
+            if summary is not None:
+                self.say(number, summary)
             self.say(
                 number, f"planner task {planned.planner_task_id} proposed {', '.join(plan.paths)}"
             )

@@ -63,6 +63,7 @@ class ProviderRequestInfo:
     :ivar response_format: the ``response_format`` type first asked for, if any.
     :ivar timeout_seconds: the connect and read timeout of each attempt.
     :ivar max_retries: further attempts allowed after a retryable failure.
+    :ivar prompt_bytes: UTF-8 size of the messages' text, what the model reads.
     """
 
     url: str
@@ -73,6 +74,7 @@ class ProviderRequestInfo:
     response_format: str | None
     timeout_seconds: float
     max_retries: int
+    prompt_bytes: int | None = None
 
 
 @attrs.frozen
@@ -128,6 +130,42 @@ def provider_details(
 
 
 @attrs.frozen
+class RequestContext:
+    """What a planner call was given of a repository, counted; never the files' text.
+
+    :ivar files: how many files the request held.
+    :ivar map_bytes: UTF-8 size of the repository map it held.
+    :ivar left_out: the context files left out for want of room (the first ones).
+    :ivar left_out_count: how many were left out in all.
+    """
+
+    files: int
+    map_bytes: int
+    left_out: tuple[str, ...] = ()
+    left_out_count: int = 0
+
+    @classmethod
+    def of(cls, request: PlanRequest) -> RequestContext | None:
+        """The request's context; ``None`` when it held the whole seed (no map)."""
+        if request.repository_map is None:
+            return None
+        return cls(
+            files=len(request.files),
+            map_bytes=len(request.repository_map.encode("utf-8", "surrogatepass")),
+            left_out=request.left_out,
+            left_out_count=request.left_out_count,
+        )
+
+
+def reported_request(details: Mapping[str, Any]) -> ProviderRequestInfo | None:
+    """The request a planner described in its ``details`` (:func:`provider_details`), if any."""
+    try:
+        return structure(details["request"], ProviderRequestInfo)
+    except Exception:  # absent, or a planner's own shape: cattrs raises ordinary exceptions
+        return None
+
+
+@attrs.frozen
 class PlannerRecord:
     """Everything kept about one planner call.
 
@@ -147,6 +185,8 @@ class PlannerRecord:
     :ivar usage: tokens the provider reported.
     :ivar details: what the planner added (see :func:`call_planner`).
     :ivar format: version of this record's layout.
+    :ivar context: for a seed shown in part (a repository), how much of it the request
+        held and which context files it left out; ``None`` when it held the whole seed.
     """
 
     planner_task_id: str
@@ -164,6 +204,7 @@ class PlannerRecord:
     usage: TokenUsage | None = None
     details: dict[str, Any] = attrs.Factory(dict)
     format: int = RECORD_FORMAT
+    context: RequestContext | None = None
 
 
 def runs_directory(environ: Mapping[str, str] = os.environ) -> Path:
@@ -284,6 +325,7 @@ def _keep(
             finished_at=_now(),
             duration_seconds=round(time.monotonic() - clock, 3),
             outcome=outcome,
+            context=RequestContext.of(request),
             **{**fields, "details": _as_json(fields.get("details") or {})},
         )
         write_record(record, environ)
@@ -382,14 +424,17 @@ def render(record: PlannerRecord) -> str:
     ]
     request = _detail(details, "request", ProviderRequestInfo)
     if request is not None:
+        prompt = "" if request.prompt_bytes is None else f" (prompt {request.prompt_bytes:,})"
         lines += [
             f"request:  POST {request.url}",
             f"          model {request.model}, {request.messages} messages, "
-            f"{request.body_bytes:,} bytes, {request.seed_files} seed files, "
+            f"{request.body_bytes:,} bytes{prompt}, {request.seed_files} seed files, "
             f"response_format {request.response_format or 'none'}",
             f"          timeout {request.timeout_seconds:g} s, at most {request.max_retries} "
             "retries",
         ]
+    if record.context is not None:
+        lines.append(_context_line(record.context))
     for attempt in _detail(details, "attempts", tuple[ProviderAttempt, ...]) or ():
         waited = f"after waiting {attempt.waited_seconds:.3f} s, " if attempt.waited_seconds else ""
         status = f"HTTP {attempt.status}" if attempt.status is not None else "no answer"
@@ -421,6 +466,16 @@ def render(record: PlannerRecord) -> str:
         lines.append("answer (excerpt):")
         lines.append(str(answer))
     return "\n".join(lines)
+
+
+def _context_line(context: RequestContext) -> str:
+    line = f"context:  {context.files} files and a repository map of {context.map_bytes:,} bytes"
+    if context.left_out_count:
+        named = ", ".join(context.left_out[:5])
+        more = context.left_out_count - min(5, len(context.left_out))
+        line += f"; {context.left_out_count:,} context files left out: {named}"
+        line += f" and {more:,} more" if more else ""
+    return line
 
 
 def _detail(details: dict[str, Any], key: str, kind: Any) -> Any:

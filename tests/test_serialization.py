@@ -64,6 +64,17 @@ WIRE_VALUES = [
             note="a hidden test failed",
         ),
     ),
+    # A repository's request: some of its files, a map of all of them, what did not fit.
+    PlanRequest(
+        seed="big",
+        instruction="Fix it",
+        files={"pkg/mod_0.py": "x = 1\n", "pkg/util_0.py": "y = 2\n"},
+        editable_paths=("pkg/mod_0.py",),
+        limits=LIMITS,
+        repository_map="3 files; ...\npkg/mod_0.py: def f\npkg/util_0.py\npkg/util_1.py\n",
+        left_out=("pkg/util_1.py",),
+        left_out_count=12,
+    ),
     PlannerResult(
         planner="openai",
         planner_task_id="plan-0123456789abcdef",
@@ -133,7 +144,7 @@ def test_writing_json_gives_exactly_what_the_converter_gives(value: object) -> N
 def test_records_and_listings_are_written_as_the_converter_writes_them(tmp_path: Path) -> None:
     from sandboxed_coding_agent.core import run_records
     from sandboxed_coding_agent.core.plugins import PluginHost
-    from sandboxed_coding_agent.core.records import PlannerRecord
+    from sandboxed_coding_agent.core.records import PlannerRecord, RequestContext
     from sandboxed_coding_agent.core.serialization import converter, to_jsonable
 
     host = PluginHost(entry_points=False)
@@ -161,6 +172,7 @@ def test_records_and_listings_are_written_as_the_converter_writes_them(tmp_path:
             rejections=(Rejection("p", "r", "m", "f.py"),),
             usage=TokenUsage(3, 4),
             details={"attempts": [{"status": 200, "seconds": 0.1}], "note": None},
+            context=RequestContext(files=2, map_bytes=64, left_out=("a.py",), left_out_count=3),
         ),
     ]
     for value in values:

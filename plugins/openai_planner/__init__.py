@@ -53,7 +53,14 @@ from sandboxed_coding_agent.core.protocols import Check, Planner
 
 from .answer import extract_json_object, parse_completion
 from .call import PlannerCall
-from .prompt import build_messages, encode_body, feedback_text, plan_json_schema, request_body
+from .prompt import (
+    build_messages,
+    encode_body,
+    feedback_text,
+    plan_json_schema,
+    prompt_bytes,
+    request_body,
+)
 from .settings import (
     API_KEY_ENV,
     BASE_URL_ENV,
@@ -134,6 +141,7 @@ class OpenAICompatiblePlanner:
             response_format=body["response_format"]["type"],
             timeout_seconds=request.options.timeout_seconds,
             max_retries=request.options.max_retries,
+            prompt_bytes=prompt_bytes(body["messages"]),
         )
         raw = exchange(call, body, backoff=self.backoff, sleep=self.sleep, draw=self.draw)
         call.keep_excerpt(raw)
@@ -170,6 +178,8 @@ def _refuse_to_send_the_key(call: PlannerCall, request: PlanRequest) -> None:
     where = [f"seed file {path!r}" for path, text in request.files.items() if call.holds_key(text)]
     if call.holds_key(request.instruction):
         where.insert(0, "the instruction")
+    if request.repository_map is not None and call.holds_key(request.repository_map):
+        where.append("the repository map")
     if request.feedback is not None and call.holds_key(feedback_text(request.feedback)):
         where.append("the previous attempt's feedback")
     if where:

@@ -1,4 +1,13 @@
-"""What the planner sends: the system prompt, the seed as a user message, the request body."""
+"""What the planner sends: the system prompt, the seed as a user message, the request body.
+
+For a seed shown in part (a repository; see :mod:`sandboxed_coding_agent.core.context`)
+the user message ends with the repository map under its own heading. Its files and map
+are counted in the bytes they take in the request body
+(:func:`~sandboxed_coding_agent.core.context.sent_bytes`), so the body is at most
+:data:`FIXED_BYTES` plus the model's name and the instruction (counted the same way),
+what the context holds (at most its budget, or the editable files and a short note when
+they alone exceed it) and a repair attempt's feedback.
+"""
 
 from __future__ import annotations
 
@@ -18,9 +27,19 @@ Rules:
 - Never change any other file; the tests are read-only.
 """
 
+MAP_HEADING = (
+    "Repository map. The files above are only part of the repository; this map lists all of it."
+)
+
+#: The most bytes of a request body that are neither the model's name, the instruction,
+#: the seed's files and map, nor a repair attempt's feedback: the system prompt, the JSON
+#: keys and punctuation, the map's heading, the answer's schema without its paths.
+FIXED_BYTES = 4096
+
 
 def build_messages(request: PlanRequest) -> list[dict[str, str]]:
-    """The system and user messages; the user message carries every seed file."""
+    """The system and user messages; the user message carries the request's files (and
+    its repository map, when it has one)."""
     system = SYSTEM_PROMPT % {
         "max_files": request.limits.max_files,
         "max_bytes": request.limits.max_total_bytes,
@@ -36,9 +55,25 @@ def build_messages(request: PlanRequest) -> list[dict[str, str]]:
     user = "Project and request as JSON. Only the editable paths may change.\n" + json.dumps(
         project, indent=1, ensure_ascii=False
     )
+    if request.repository_map is not None:
+        user += "\n\n" + map_text(request)
     if request.feedback is not None:
         user += "\n\n" + feedback_text(request.feedback)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def map_text(request: PlanRequest) -> str:
+    """The map under its heading, after a count of the context files left out for room."""
+    left_out = ""
+    if request.left_out_count:
+        plural = "s" if request.left_out_count != 1 else ""
+        left_out = f" {request.left_out_count:,} more file{plural} meant to be shown did not fit."
+    return f"{MAP_HEADING}{left_out}\n{request.repository_map}"
+
+
+def prompt_bytes(messages: list[dict[str, str]]) -> int:
+    """The UTF-8 size of the messages' text: what the model reads."""
+    return sum(len(m["content"].encode("utf-8", errors="replace")) for m in messages)
 
 
 def feedback_text(feedback: Feedback) -> str:
