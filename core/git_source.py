@@ -175,11 +175,11 @@ def _command(
 
 
 def _failure(command: str, stderr: bytes, returncode: int) -> GitSourceError:
-    """git's own reason (its first ``fatal:`` or ``error:`` line), not the advice after it."""
+    """git's own reason (the first line that is not a warning or a hint; ssh's, when
+    ssh failed), not the advice after it."""
     lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines()]
-    lines = [line for line in lines if line]
-    reasons = [line for line in lines if line.startswith(("fatal: ", "error: "))]
-    detail = reasons[0].partition(": ")[2] if reasons else lines[-1] if lines else returncode
+    lines = [line for line in lines if line and not line.startswith(("warning: ", "hint: "))]
+    detail = lines[0].removeprefix("fatal: ").removeprefix("error: ") if lines else returncode
     return GitSourceError(f"git {command} failed: {detail}")
 
 
