@@ -39,7 +39,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -200,14 +200,18 @@ def git(
     """
     argv, environment = _command(arguments, git_dir, work_tree, index, callers_config)
     try:
-        done = subprocess.run(
-            argv,
-            input=data,
-            capture_output=True,
-            env=environment,
-            timeout=GIT_TIMEOUT_SECONDS,
-            check=False,
-        )
+        # Input from a file, not a pipe: subprocess writes a pipe 512 bytes at a time.
+        with tempfile.TemporaryFile() as given:
+            given.write(data or b"")
+            given.seek(0)
+            done = subprocess.run(
+                argv,
+                stdin=given if data is not None else subprocess.DEVNULL,
+                capture_output=True,
+                env=environment,
+                timeout=GIT_TIMEOUT_SECONDS,
+                check=False,
+            )
     except subprocess.TimeoutExpired:
         raise GitSourceError(
             f"git {arguments[0]} took longer than {GIT_TIMEOUT_SECONDS} seconds"
@@ -219,7 +223,7 @@ def git(
 
 def _records(
     arguments: Sequence[str], git_dir: Path, *, limit: int, longest: int
-) -> Iterator[bytes]:
+) -> Generator[bytes, None, None]:
     """The NUL-separated records ``git`` prints, read as they come, at most ``limit`` of
     at most ``longest`` bytes: ``git`` is stopped then (or when the reader stops), so a
     listing without end is never read to its end.
@@ -431,21 +435,72 @@ def list_tree(source: SourceTree, environ: Mapping[str, str] = os.environ) -> li
         that leads out of it.
     """
     folder = fetch(source.repository, source.commit, environ)
-    listing = _records(
-        ["ls-tree", "-r", "-z", "--long", "--full-tree", source.commit],
-        folder,
-        limit=MAX_TREE_FILES + 1,
-        longest=MAX_PATH_BYTES + 256,
-    )
+    arguments = ["ls-tree", "-r", "-z", "--long", "--full-tree", source.commit]
+    # Closed on the way out, whatever the way: git is stopped, not left blocked on its pipe.
+    with contextlib.closing(
+        _records(arguments, folder, limit=MAX_TREE_FILES + 1, longest=MAX_PATH_BYTES + 256)
+    ) as listing:
+        found, links = _entries(source.commit, listing)
+    total = sum(entry.size for entry in found)
+    if total > MAX_TREE_BYTES:
+        raise GitSourceError(
+            f"{source.commit}: {total} bytes of files; a git seed has at most {MAX_TREE_BYTES}"
+        )
+    problem = _under_a_file(found)
+    if problem:
+        raise GitSourceError(f"{source.commit}: {problem}")
+    if links:
+        contents = _blobs(folder, [oid for _, oid in links])
+        texts: dict[str, str] = {}
+        for path, oid in links:
+            if oid not in contents:
+                raise GitSourceError(
+                    f"{source.commit}: {path}: a link whose target is not in the repository"
+                )
+            text, problem = _link_target(path, contents[oid])
+            if problem or text is None:
+                raise GitSourceError(f"{source.commit}: {problem}")
+            texts[path] = text
+        for path in texts:
+            problem = _link_problem(path, texts)
+            if problem:
+                raise GitSourceError(f"{source.commit}: {problem}")
+    return found
+
+
+def _blobs(folder: Path, object_ids: Sequence[str]) -> dict[str, bytes]:
+    """The blobs of ``object_ids`` (each asked for once) that the repository has."""
+    unique = list(dict.fromkeys(object_ids))
+    answer = git(
+        ["cat-file", "--batch", "--buffer"],
+        git_dir=folder,
+        data="".join(f"{oid}\n" for oid in unique).encode(),
+    ).stdout
+    found: dict[str, bytes] = {}
+    start = 0
+    for oid in unique:
+        # Read by offset: slicing off each answer would copy the rest, 100,000 times.
+        end = answer.find(b"\n", start)
+        fields = answer[start:end].split()
+        if end < 0:
+            break
+        start = end + 1
+        if len(fields) == 3:  # else "<oid> missing", with nothing after
+            length = int(fields[2])
+            if fields[1] == b"blob":
+                found[oid] = answer[start : start + length]
+            start += length + 1
+    return found
+
+
+def _entries(commit: str, listing: Iterator[bytes]) -> tuple[list[TreeFile], list[tuple[str, str]]]:
+    """The files of ``git ls-tree -r -z --long`` records, and the links' object IDs."""
     found: list[TreeFile] = []
     links: list[tuple[str, str]] = []
-    total = 0
-    entries = 0
-    for record in listing:
-        entries += 1
-        if entries > MAX_TREE_FILES:
+    for count, record in enumerate(listing):
+        if count >= MAX_TREE_FILES:
             raise GitSourceError(
-                f"{source.commit}: more than {MAX_TREE_FILES} files; a git seed has at most that"
+                f"{commit}: more than {MAX_TREE_FILES} files; a git seed has at most that"
             )
         head, _, raw_path = record.partition(b"\t")
         mode, kind, object_id, size = head.split()
@@ -455,45 +510,19 @@ def list_tree(source: SourceTree, environ: Mapping[str, str] = os.environ) -> li
             path = raw_path.decode("utf-8")
         except UnicodeDecodeError:
             name = raw_path.decode("utf-8", "backslashreplace")
-            raise GitSourceError(f"{source.commit}: {name}: the path is not valid UTF-8") from None
+            raise GitSourceError(f"{commit}: {name}: the path is not valid UTF-8") from None
         problem = _path_problem(path)
         if problem:
-            raise GitSourceError(f"{source.commit}: {problem}")
+            raise GitSourceError(f"{commit}: {problem}")
         link = mode == _SYMLINK.encode()
+        if link and int(size) > MAX_PATH_BYTES:
+            raise GitSourceError(
+                f"{commit}: {path}: a symbolic link to a path longer than {MAX_PATH_BYTES} bytes"
+            )
         if link:
             links.append((path, object_id.decode()))
-        total += int(size)
         found.append(TreeFile(path, int(size), link))
-    if total > MAX_TREE_BYTES:
-        raise GitSourceError(
-            f"{source.commit}: {total} bytes of files; a git seed has at most {MAX_TREE_BYTES}"
-        )
-    problem = _under_a_file(found)
-    if problem:
-        raise GitSourceError(f"{source.commit}: {problem}")
-    if links:
-        targets = git(
-            ["cat-file", "--batch"],
-            git_dir=folder,
-            data="".join(f"{oid}\n" for _, oid in links).encode(),
-        ).stdout
-        texts: dict[str, str] = {}
-        for path, _ in links:
-            header, _, targets = targets.partition(b"\n")
-            fields = header.split()
-            if len(fields) != 3 or fields[1] != b"blob":
-                raise GitSourceError(f"{source.commit}: {path}: the link's target is missing")
-            length = int(fields[2])
-            text, problem = _link_target(path, targets[:length])
-            targets = targets[length + 1 :]
-            if problem or text is None:
-                raise GitSourceError(f"{source.commit}: {problem}")
-            texts[path] = text
-        for path in texts:
-            problem = _link_problem(path, texts)
-            if problem:
-                raise GitSourceError(f"{source.commit}: {problem}")
-    return found
+    return found, links
 
 
 def _under_a_file(files: Sequence[TreeFile]) -> str | None:

@@ -8,6 +8,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,9 +46,9 @@ def commit_all(repo: Path, message: str = "more") -> str:
 def commit_tree(repo: Path, entries: list[tuple[str, str, str]]) -> str:
     """A commit whose tree holds ``entries`` (mode, object ID, name) as given, even ones
     ``git add`` would never write (``..``, ``.git``, a name twice)."""
+    kinds = {"040000": "tree", "160000": "commit"}
     listing = "".join(
-        f"{mode} {'tree' if mode == '040000' else 'blob'} {oid}\t{name}\n"
-        for mode, oid, name in entries
+        f"{mode} {kinds.get(mode, 'blob')} {oid}\t{name}\n" for mode, oid, name in entries
     )
     tree = subprocess.run(
         ["git", "mktree", "--missing"],
@@ -237,15 +238,17 @@ def test_the_callers_git_filters_never_run_on_a_checkout_and_files_are_the_commi
     assert (tree / "id.txt").read_bytes() == b"$Id$\n"
 
 
+@pytest.mark.parametrize("leaf", ["100644", "160000"])
 def test_a_tree_of_billions_of_paths_is_refused_without_listing_them(
-    tmp_path: Path, cache: Path
+    tmp_path: Path, cache: Path, leaf: str
 ) -> None:
     # A few hundred bytes of objects: two entries per folder, 40 folders deep, every
-    # folder the same tree object. Listing it whole would never end.
+    # folder the same tree object. Listing it whole would never end. Submodules (160000)
+    # are left out of the seed, but not out of the count.
     repo = tmp_path / "repo"
     make_repository(repo)
-    empty = blob(repo, "")
-    tree = git(repo, "rev-parse", f"{commit_tree(repo, [('100644', empty, 'a')])}^{{tree}}")
+    oid = blob(repo, "") if leaf == "100644" else "1" * 40  # a submodule's commit
+    tree = git(repo, "rev-parse", f"{commit_tree(repo, [(leaf, oid, 'a')])}^{{tree}}")
     for _ in range(40):
         tree = git(
             repo,
@@ -255,6 +258,32 @@ def test_a_tree_of_billions_of_paths_is_refused_without_listing_them(
     bomb = git(repo, "commit-tree", "-m", "bomb", tree)
     with pytest.raises(ManifestError, match=f"more than {git_source.MAX_TREE_FILES} files"):
         load_seed(seed_folder(tmp_path / "seed", str(repo), bomb))
+
+
+def test_a_tree_of_a_hundred_thousand_links_is_checked_in_seconds(
+    tmp_path: Path, cache: Path
+) -> None:
+    repo = tmp_path / "repo"
+    make_repository(repo)
+    target = blob(repo, "../README")
+    links = commit_tree(repo, [("120000", target, f"l{n}") for n in range(99_990)])
+    top = [("040000", git(repo, "rev-parse", f"{links}^{{tree}}"), "links")]
+    crafted = commit_tree(repo, [*top, ("100644", blob(repo, "calc\n"), "README")])
+    source = git_source.resolve(str(repo), crafted)
+    started = time.monotonic()
+    assert len(git_source.list_tree(source)) == 99_991
+    assert time.monotonic() - started < 15
+
+
+def test_a_link_to_a_path_longer_than_any_is_refused_before_it_is_read(
+    tmp_path: Path, cache: Path
+) -> None:
+    repo = tmp_path / "repo"
+    make_repository(repo)
+    long = blob(repo, "a/" * 100_000)
+    crafted = commit_tree(repo, [("120000", long, "far")])
+    with pytest.raises(ManifestError, match="far: a symbolic link to a path longer than 1024"):
+        load_seed(seed_folder(tmp_path / "seed", str(repo), crafted))
 
 
 def test_the_mounts_of_long_names_are_refused_before_they_outgrow_a_command_line(
