@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from . import contract, git_source, patterns, seed_files
+from . import contract, git_source, patterns, seed_files, verdict
 from .errors import UsageError
 from .evidence import GUARD_CAPABILITIES
 from .model import ALWAYS_TEST_PATHS, LimitError, SeedLimits, SeedProject, SeedRuntime
@@ -327,7 +327,7 @@ class _Reader:
         fail_to_pass = self.test_ids(data, "fail_to_pass")
         pass_to_pass = self.test_ids(data, "pass_to_pass")
         try:
-            return SeedProject(
+            seed = SeedProject(
                 name=name,
                 description=description,
                 root=root,
@@ -352,6 +352,15 @@ class _Reader:
             )
         except (ValueError, TypeError) as error:  # the checks above should leave nothing here
             raise ManifestError(f"{self.manifest}: {error}") from None
+        if (fail_to_pass or pass_to_pass) and verdict.seed_framework(seed) is None:
+            key = "fail_to_pass" if fail_to_pass else "pass_to_pass"
+            raise self.fail(
+                (key,),
+                "grading test by test needs a test command whose framework reports each test "
+                "(python -m pytest, pytest, python -m unittest, or python FILE.py running "
+                "unittest)",
+            )
+        return seed
 
     def string(self, data: Mapping[str, Any], key: str) -> str:
         if key not in data:

@@ -56,11 +56,20 @@ def framework_of(test_command: Sequence[str], files: Mapping[str, bytes]) -> str
     return None
 
 
+def seed_framework(seed: SeedProject, files: Mapping[str, bytes] | None = None) -> str | None:
+    """:func:`framework_of` the seed's test command, a script of a git seed's tree included."""
+    files = dict(files or {})
+    script = seed.test_command[1] if len(seed.test_command) > 1 else ""
+    if script.endswith(".py") and script not in files and script in seed.files:
+        files.update(seed.read_tree_files([script]))
+    return framework_of(seed.test_command, files)
+
+
 def harness_for(seed: SeedProject, files: Mapping[str, bytes]) -> TestHarness:
     """A new harness for one sandbox testing ``files`` of ``seed``, with a key of its own."""
     return TestHarness(
         key=os.urandom(32).hex(),
-        framework=framework_of(seed.test_command, files),
+        framework=seed_framework(seed, files),
         editable=seed.editable_files,
         tests=seed.test_files,
         allow=seed.guard_allow,

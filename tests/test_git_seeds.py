@@ -314,3 +314,37 @@ def test_seeds_show_names_the_commit_and_counts_the_tree(
         run_agent("seeds", "show", str(seed), "--json", env={"XDG_CACHE_HOME": str(cache)}).stdout
     )
     assert row["tree"] == {"repository": str(repo), "commit": commit}
+
+
+def test_a_graded_seed_needs_a_test_command_that_reports_each_test(
+    tmp_path: Path, repository: tuple[Path, str], cache: Path
+) -> None:
+    repo, commit = repository
+    seed = seed_folder(tmp_path / "seed", str(repo), commit)
+    manifest = seed / "seed.toml"
+    manifest.write_text(
+        manifest.read_text()
+        .replace('["python", "-m", "unittest", "discover", "-s", "tests", "-t", "."]', '["make"]')
+        .replace("[source]", 'fail_to_pass = ["tests.test_calc.Add.test_add"]\n[source]')
+    )
+    with pytest.raises(ManifestError, match="fail_to_pass: grading test by test needs a test"):
+        load_seed(seed)
+
+
+def test_a_script_of_the_tree_is_run_under_its_framework(
+    tmp_path: Path, cache: Path, run_agent, write_plan
+) -> None:
+    repo = tmp_path / "repo"
+    script = TEST.replace("from pkg.calc", "import sys\nsys.path.insert(0, '.')\nfrom pkg.calc")
+    commit = make_repository(repo, extra={"checks/run.py": script + "\nunittest.main()\n"})
+    seed = seed_folder(tmp_path / "seed", str(repo), commit)
+    manifest = seed / "seed.toml"
+    manifest.write_text(
+        manifest.read_text().replace(
+            '["python", "-m", "unittest", "discover", "-s", "tests", "-t", "."]',
+            '["python", "checks/run.py"]',
+        )
+    )
+    done = run_with(run_agent, seed, fixed_plan(write_plan), cache, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["test_report"]["framework"] == "unittest-script"

@@ -52,15 +52,16 @@ def _seed_row(host: PluginHost, name: str) -> dict[str, Any]:
 
 def _verdict_basis(seed: SeedProject) -> str:
     """What a pass of this seed rests on, for ``seeds show``."""
-    from ..verdict import framework_of
+    from ..verdict import seed_framework
 
     try:
-        files = seed.read_files()
+        framework = seed_framework(seed, seed.read_files())
     except Exception:  # a seed that cannot be read is reported elsewhere
-        files = {}
-    framework = framework_of(seed.test_command, files)
+        framework = None
     if framework is None:
         return "the test command's exit status alone (no framework report)"
+    if seed.fail_to_pass or seed.pass_to_pass:
+        return f"{framework}'s report of each listed test (graded; the exit status aside)"
     return f"{framework}'s report of each test, and exit status 0"
 
 
