@@ -146,7 +146,10 @@ def _environment(callers_config: bool) -> dict[str, str]:
         LC_ALL="C",
         # A key in the caller's environment never reaches git, which could print or send it.
         GIT_ASKPASS="/bin/false",
+        SSH_ASKPASS="/bin/false",
     )
+    # ssh never asks (a host's key, a password): it fails with its reason instead.
+    found.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
     if not callers_config:
         # The caller's ~/.gitconfig may name programs (git-lfs's filter, a diff driver) that
         # a repository's .gitattributes would have run on a checkout.
@@ -209,6 +212,8 @@ def git(
                 stdin=given if data is not None else subprocess.DEVNULL,
                 capture_output=True,
                 env=environment,
+                # No controlling terminal, which ssh would otherwise open to ask on.
+                start_new_session=True,
                 timeout=GIT_TIMEOUT_SECONDS,
                 check=False,
             )
@@ -235,7 +240,14 @@ def _records(
     expired = threading.Event()
     with (
         tempfile.TemporaryFile() as errors,
-        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, env=environment) as process,
+        subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            env=environment,
+            start_new_session=True,
+        ) as process,
     ):
         assert process.stdout is not None
 

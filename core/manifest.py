@@ -68,6 +68,8 @@ _KEYS = frozenset(
 _RUNTIME_KEYS = frozenset({"python", "requirements", "project"})
 _SOURCE_KEYS = frozenset({"git", "commit"})
 #: Most test IDs in ``fail_to_pass`` and in ``pass_to_pass`` each, and their longest.
+#: Most packages a runtime installs (its requirements, and the project's dependencies).
+MAX_REQUIREMENTS = 256
 MAX_TEST_IDS = 5000
 MAX_TEST_ID_CHARS = 2000
 
@@ -459,6 +461,12 @@ class _Reader:
                 ("runtime", "project"),
                 "the project's pyproject.toml has no list of strings at [project] dependencies",
             )
+        if len(dependencies) > MAX_REQUIREMENTS:
+            raise self.fail(
+                ("runtime", "project"),
+                f"the project's pyproject.toml lists {len(dependencies)} dependencies; "
+                f"a runtime installs at most {MAX_REQUIREMENTS}",
+            )
         return tuple(dependencies)
 
     def test_ids(self, data: Mapping[str, Any], key: str) -> tuple[str, ...]:
@@ -603,6 +611,11 @@ class _Reader:
             isinstance(item, str) and item for item in requirements
         ):
             raise self.fail(("runtime", "requirements"), "must be a list of non-empty strings")
+        if len(requirements) > MAX_REQUIREMENTS:
+            raise self.fail(
+                ("runtime", "requirements"),
+                f"{len(requirements)} packages; at most {MAX_REQUIREMENTS}",
+            )
         project = table.get("project", False)
         if not isinstance(project, bool):
             raise self.fail(("runtime", "project"), "must be true or false")

@@ -353,3 +353,28 @@ def test_the_tree_stays_as_it_is_even_for_the_user_who_owns_the_cache(
     assert done.returncode == 0, done.stdout + done.stderr
     tree = git_source.tree_folder(git_source.SourceTree(str(repo), commit))
     assert (tree / "data" / "deep" / "value.txt").read_text() == "5\n"
+
+
+def test_a_pyproject_with_too_many_dependencies_is_refused(tmp_path: Path, cache: Path) -> None:
+    repo = tmp_path / "repo"
+    many = ", ".join(f'"package-{n}"' for n in range(300))
+    commit = make_repository(
+        repo, extra={"pyproject.toml": f"[project]\ndependencies = [{many}]\n"}
+    )
+    seed = seed_folder(tmp_path / "seed", str(repo), commit)
+    manifest = seed / "seed.toml"
+    manifest.write_text(manifest.read_text() + "[runtime]\nproject = true\n")
+    with pytest.raises(
+        ManifestError, match="lists 300 dependencies; a runtime installs at most 256"
+    ):
+        load_seed(seed)
+
+
+def test_git_never_asks_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GIT_SSH_COMMAND", raising=False)
+    environment = git_source._environment(callers_config=True)
+    assert environment["GIT_SSH_COMMAND"] == "ssh -o BatchMode=yes"
+    assert environment["GIT_TERMINAL_PROMPT"] == "0"
+    # A caller's own ssh command is kept (a key file, a jump host).
+    monkeypatch.setenv("GIT_SSH_COMMAND", "ssh -i key")
+    assert git_source._environment(callers_config=True)["GIT_SSH_COMMAND"] == "ssh -i key"
