@@ -316,6 +316,45 @@ def test_each_layout_reads_refused_forks_and_oom_kills_from_the_groups(
     assert groups.counters() == cgroups.Counters(refused_forks=3, oom_kills=2)
 
 
+def meminfo(roots: CgroupRoots, swap_kib: int) -> None:
+    (roots.proc / "meminfo").write_text(
+        "MemTotal:        8041540 kB\n"
+        "SwapCached:            0 kB\n"
+        f"SwapTotal:      {swap_kib:>8} kB\n"
+    )
+
+
+def test_each_layout_bounds_memory_with_its_group_where_swap_is_limited_too(
+    layout: tuple[FakeKernel, CgroupRoots, dict[str, tuple[Path, int]]],
+) -> None:
+    _, roots, _ = layout
+    meminfo(roots, 2097148)
+
+    assert make(roots).bounds_memory is True
+
+
+@pytest.mark.parametrize(
+    ("swap_kib", "bounded"), [(2097148, False), (0, True), (None, False)], ids=str
+)
+def test_each_layout_bounds_memory_with_a_group_that_cannot_limit_swap_only_without_swap(
+    layout: tuple[FakeKernel, CgroupRoots, dict[str, tuple[Path, int]]],
+    monkeypatch: pytest.MonkeyPatch,
+    swap_kib: int | None,
+    bounded: bool,
+) -> None:
+    # A kernel without swap accounting (swapaccount=0) has no memsw or swap.max files.
+    monkeypatch.delitem(V1_FILES["memory"], "memory.memsw.limit_in_bytes")
+    monkeypatch.delitem(V2_FILES["memory"], "memory.swap.max")
+    _, roots, _ = layout
+    if swap_kib is not None:  # None: meminfo cannot be read, so swap is assumed
+        meminfo(roots, swap_kib)
+
+    groups = make(roots)
+
+    assert "memory" in groups.groups
+    assert groups.bounds_memory is bounded
+
+
 def test_each_layout_removes_groups_of_agents_no_longer_running_and_keeps_the_others(
     layout: tuple[FakeKernel, CgroupRoots, dict[str, tuple[Path, int]]],
 ) -> None:
@@ -499,6 +538,8 @@ def test_no_cgroup_hierarchy_at_all_says_so_for_each_controller(
         name: f"no cgroup v1 {name} hierarchy is mounted, and no cgroup v2 hierarchy is mounted"
         for name in ("pids", "memory")
     }
+    assert groups.counters() == cgroups.Counters(refused_forks=None, oom_kills=None)
+    assert groups.bounds_memory is False
 
 
 def test_only_the_mounted_subtree_of_a_hierarchy_is_used(

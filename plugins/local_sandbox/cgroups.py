@@ -3,8 +3,10 @@
 Resource limits (rlimits) are per process and a root caller is exempt from the
 process-count one, so the process count and the memory of the sandbox as a
 whole need a control group: ``pids.max`` stops a fork loop at the limit, and a
-memory limit covers what ``RLIMIT_AS`` does not (pages of the sandbox's tmpfs
-mounts). Both cgroup v1 (a ``pids`` and a ``memory`` hierarchy, as on this
+memory limit counts the pages the sandbox holds, wherever they are (its tmpfs
+mounts' among them), where ``RLIMIT_AS`` counts what one process maps, touched
+or not. A sandbox whose memory group bounds it gets no ``RLIMIT_AS`` (see
+:mod:`.limits`). Both cgroup v1 (a ``pids`` and a ``memory`` hierarchy, as on this
 project's build machine) and v2 (one unified hierarchy) are handled.
 
 Each sandbox gets a group named ``sandboxed-coding-agent-<agent pid>-<sandbox id>``
@@ -58,10 +60,13 @@ HOST = CgroupRoots()
 
 @attrs.frozen
 class Counters:
-    """What the kernel counted in a sandbox's groups: refused forks and OOM kills."""
+    """What the kernel counted in a sandbox's groups: refused forks and OOM kills.
 
-    refused_forks: int = 0
-    oom_kills: int = 0
+    Each is ``None`` where the sandbox had no group to count it (no ``pids``, no memory group).
+    """
+
+    refused_forks: int | None = None
+    oom_kills: int | None = None
 
 
 @attrs.frozen
@@ -268,6 +273,20 @@ def _read_key(path: Path, key: str) -> int:
     return 0
 
 
+def _has_swap(roots: CgroupRoots) -> bool:
+    """Whether the machine has swap, from ``meminfo`` (``SwapTotal:  0 kB`` where it has none);
+    yes, if that cannot be read."""
+    try:
+        lines = (roots.proc / "meminfo").read_text().splitlines()
+    except OSError:
+        return True
+    for line in lines:
+        name, _, value = line.partition(":")
+        if name == "SwapTotal":
+            return value.split()[:1] != ["0"]
+    return True
+
+
 class SandboxGroups:
     """The groups of one sandbox: created with its limits, joined by the sandbox, then removed.
 
@@ -286,6 +305,7 @@ class SandboxGroups:
         self.groups: dict[str, Path] = {}
         self.problems: dict[str, str] = {}
         self._versions: dict[str, int] = {}
+        self._swap_limited = False
         self._roots = roots
         available = controllers(roots=roots)
         wanted = {"pids": max_processes, "memory": memory_bytes}
@@ -328,15 +348,29 @@ class SandboxGroups:
                 # No swap either: without it the limit would only move memory to disk.
                 if (group / "memory.memsw.limit_in_bytes").exists():
                     _write(group / "memory.memsw.limit_in_bytes", str(limit))
+                    self._swap_limited = True
             else:
                 _write(group / "memory.max", str(limit))
                 if (group / "memory.swap.max").exists():
                     _write(group / "memory.swap.max", "0")
+                    self._swap_limited = True
         except OSError:
             if not shared:
                 _remove_group(group)
             raise
         return group
+
+    @property
+    def bounds_memory(self) -> bool:
+        """Whether a memory group bounds all the sandbox holds, so that no rlimit needs to.
+
+        Its swap must be limited too, or the machine have none: a group that does not
+        count swap (cgroup v1 without ``memory.memsw.*``, booted with ``swapaccount=0``)
+        bounds only what is resident, and would push the rest out to swap.
+        """
+        if "memory" not in self.groups:
+            return False
+        return self._swap_limited or not _has_swap(self._roots)
 
     @property
     def procs_files(self) -> list[str]:
@@ -379,7 +413,7 @@ class SandboxGroups:
         return list(dict.fromkeys(self.groups.values()))
 
     def counters(self) -> Counters:
-        refused = oom = 0
+        refused = oom = None
         if "pids" in self.groups:
             refused = _read_key(self.groups["pids"] / "pids.events", "max")
         if "memory" in self.groups:
