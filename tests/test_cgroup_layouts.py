@@ -30,6 +30,7 @@ from sandboxed_coding_agent.plugins.local_sandbox.cgroups import (
     SandboxGroups,
     controllers,
 )
+from sandboxed_coding_agent.plugins.local_sandbox.limits import THREAD_STACK, address_space
 
 V1_FILES = {
     "pids": {"pids.max": "max\n", "pids.events": "max 0\n"},
@@ -512,11 +513,13 @@ def test_v2_session_scope_without_delegation_falls_back_to_rlimits_and_doctor_sa
     limits = SeedLimits()
     answer: dict[str, object] = {
         "rlimits": {
-            "RLIMIT_AS": limits.memory_mb * MIB,
+            "RLIMIT_AS": address_space(limits),
+            "RLIMIT_STACK": THREAD_STACK,
             "RLIMIT_CPU": int(limits.cpu_seconds),
             "RLIMIT_FSIZE": limits.max_file_mb * MIB,
             "RLIMIT_NPROC": 300,
         },
+        "malloc_arena_max": "1",
         "disk": {"/workspace": limits.disk_mb * MIB},
     }
     findings = {f.item: f for f in checks._limit_findings(answer, groups, None)}

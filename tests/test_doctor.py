@@ -69,10 +69,16 @@ def test_doctor_finds_everything_a_run_needs_on_this_machine(run_agent: RunAgent
         whose = "your processes" if os.geteuid() != 0 else "the processes of uid 65534"
         assert processes.startswith(f"RLIMIT_NPROC only, which counts all {whose}"), processes
     memory = findings["limit memory"]["detail"]
+    threads = "2 MiB stacks for threads and one malloc arena per process, whatever the number"
     if "memory" in made:
-        assert memory == "RLIMIT_AS per process and a memory cgroup for the whole sandbox"
+        assert memory.startswith(
+            "a memory cgroup for the whole sandbox (640 MiB of memory and tmpfs pages at the "
+            "defaults); "
+        ), memory
     else:
         assert memory.startswith("RLIMIT_AS per process only (no memory cgroup: "), memory
+        assert "): 1040 MiB at the defaults, 512 MiB and room for 256 threads; " in memory
+    assert threads in memory
 
 
 def test_doctor_never_shows_the_api_key(run_agent: RunAgent) -> None:
@@ -120,7 +126,10 @@ def test_doctor_says_how_it_bounds_what_no_control_group_bounds(agent_env: dict[
     processes = findings["limit processes"]
     assert processes["ok"] is True, processes
     assert processes["detail"].startswith("RLIMIT_NPROC only, which counts all ")
-    assert findings["limit memory"]["detail"].startswith("RLIMIT_AS per process only")
+    memory = findings["limit memory"]
+    assert memory["ok"] is True, memory
+    assert memory["detail"].startswith("RLIMIT_AS per process only (no memory cgroup: ")
+    assert "1040 MiB at the defaults" in memory["detail"]
     assert findings["limit cpu"]["ok"] is True
     assert findings["sandbox user"]["ok"] is True
 

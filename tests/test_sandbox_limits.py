@@ -1,5 +1,5 @@
 """A patch that tries to exhaust the host is stopped by a limit, the result names it, and the
-next run passes.
+next run passes; a test that only needs many threads passes, on any number of cores.
 
 Each hostile ``calculator.py`` does its damage when the test imports it, bounded
 by the test itself so that a missing limit makes the test fail rather than the
@@ -8,6 +8,7 @@ machine fall over.
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import subprocess
@@ -37,6 +38,7 @@ from sandboxed_coding_agent.core.model import (
 )
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox, new_sandbox_id
+from sandboxed_coding_agent.plugins.local_sandbox.bwrap import MIB
 from sandboxed_coding_agent.plugins.local_sandbox.cgroups import (
     PREFIX,
     SandboxGroups,
@@ -53,6 +55,17 @@ def hostile(body: str) -> str:
 
 def marker() -> str:
     return f"sca-{uuid.uuid4().hex}"
+
+
+@functools.cache
+def memory_group_here() -> bool:
+    """Whether this caller's sandboxes have a memory group that bounds them (and so no
+    ``RLIMIT_AS``): found by making one, as the agent does."""
+    groups = SandboxGroups(new_sandbox_id(), max_processes=16, memory_bytes=256 * MIB)
+    try:
+        return groups.bounds_memory
+    finally:
+        groups.kill_and_remove()
 
 
 def sandbox_groups(sandbox_id: str) -> list[Path]:
@@ -136,7 +149,11 @@ def test_memory_hog_is_stopped_by_the_memory_limit(
     )
 
     assert result["limit_hit"] == "memory"
-    assert "MemoryError" in str(result["test_output"])
+    if memory_group_here():
+        # The group counts what is used, and the kernel kills the process past it.
+        assert result["test_exit_code"] == 128 + signal.SIGKILL
+    else:
+        assert "MemoryError" in str(result["test_output"])
 
 
 @pytest.mark.parametrize("folder", ["/workspace", "/tmp", "/dev/shm"])
@@ -268,7 +285,9 @@ def test_the_agent_keeps_only_the_bounded_output_of_a_flood() -> None:
 
 
 def test_limits_set_by_the_seed_apply() -> None:
-    limits = SeedLimits(memory_mb=64, test_timeout_seconds=30)
+    # Little disk and few threads: a memory group holds memory and disk together, and
+    # RLIMIT_AS leaves room for every thread's stack, so both stay near memory_mb.
+    limits = SeedLimits(memory_mb=64, disk_mb=16, max_processes=8, test_timeout_seconds=30)
 
     result = run_api("blob = bytearray(100 * 1024 * 1024)\n", limits)
 
@@ -285,10 +304,161 @@ def test_a_run_can_override_the_seeds_limits() -> None:
         runner=LocalSandbox(),
         policies=[],
         plan=plan,
-        limits=attrs.evolve(seed.limits, memory_mb=100),
+        limits=attrs.evolve(seed.limits, memory_mb=100, disk_mb=16, max_processes=8),
     )
 
     assert result.limit_hit == "memory"
+    assert run_api("blob = bytearray(200 * 2**20)\n").tests_passed
+
+
+#: A test module that starts THREADS threads, each holding about 1 MiB in 256 allocations of
+#: its own (so that each thread's malloc may want an arena of its own), waits until all of
+#: them hold it, reports the process's address space, and joins them.
+THREADS_TEST = """\
+import os, resource, threading, unittest
+
+THREADS = {threads}
+
+
+class Threads(unittest.TestCase):
+    def test_threads_holding_memory(self):
+        started, release, held = threading.Barrier(THREADS + 1), threading.Event(), []
+
+        def work():
+            try:
+                held.append([bytes(4096) for _ in range(256)])
+                started.wait()
+            except BaseException:  # refused memory, or another thread was: none waits forever
+                started.abort()
+                return
+            release.wait()
+
+        threads = [threading.Thread(target=work) for _ in range(THREADS)]
+        try:
+            for thread in threads:
+                thread.start()
+            started.wait()
+            status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+            print("VmPeak", status["VmPeak"].split()[0], "KiB", flush=True)
+        except BaseException:
+            started.abort()
+            raise
+        finally:
+            release.set()
+            for thread in threads:
+                if thread.ident is not None:
+                    thread.join()
+        print("MALLOC_ARENA_MAX", os.environ.get("MALLOC_ARENA_MAX"), flush=True)
+        print("RLIMIT_STACK", resource.getrlimit(resource.RLIMIT_STACK)[0], flush=True)
+        self.assertEqual(len(held), THREADS)
+"""
+
+
+@pytest.fixture
+def run_threads(
+    run_agent: RunAgent, write_plan: Callable[..., Path], walls_seed: Path
+) -> Callable[..., dict[str, object]]:
+    """Run the walls seed with a second test module, :data:`THREADS_TEST`, and the fix."""
+
+    def run(threads: int, *flags: str) -> dict[str, object]:
+        (walls_seed / "check_threads.py").write_text(THREADS_TEST.format(threads=threads))
+        manifest = walls_seed / "seed.toml"
+        manifest.write_text(
+            manifest.read_text()
+            .replace('tests = ["check_calculator.py"]', 'tests = ["check_*.py"]')
+            .replace('"check_calculator"]', '"check_calculator", "check_threads"]')
+        )
+        plan = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
+        run = run_agent("run", "--plan", str(plan), "--json", "--seed", str(walls_seed), *flags)
+        result: dict[str, object] = run.json()
+        assert run.returncode == 0, result["test_output"]
+        return result
+
+    return run
+
+
+def test_a_hundred_threads_holding_memory_pass_under_the_default_limits_on_any_host(
+    run_threads: Callable[..., dict[str, object]],
+) -> None:
+    result = run_threads(100)
+
+    output = str(result["test_output"])
+    assert result["tests_passed"] is True
+    assert result["limit_hit"] is None
+    assert "test_threads_holding_memory (check_threads.Threads" in output
+    # 1.83 GiB of address space on two cores, and more on more, before each thread had a 2 MiB
+    # stack (8 MiB is usual) and all shared one malloc arena (glibc makes up to 8 per core);
+    # 0.32 GiB since, on any.
+    peak_kib = int(output.split("VmPeak ", 1)[1].split()[0])
+    assert peak_kib * 1024 < SeedLimits().memory_mb * MIB, output
+    assert "MALLOC_ARENA_MAX 1\n" in output
+    assert f"RLIMIT_STACK {2 * MIB}\n" in output
+
+
+def test_a_test_may_start_nearly_as_many_threads_as_tasks_whatever_its_memory_limit(
+    run_threads: Callable[..., dict[str, object]],
+) -> None:
+    # 56 threads' stacks alone (112 MiB) would not fit in 64 MiB of address space: without a
+    # memory group, RLIMIT_AS leaves room for a stack per task the sandbox may hold.
+    result = run_threads(56, "--memory-mb", "64", "--max-processes", "64")
+
+    assert result["tests_passed"] is True
+    assert result["limit_hit"] is None
+
+
+def test_threads_past_the_process_limit_are_stopped_by_the_process_limit(
+    run_limited: Callable[..., dict[str, object]],
+) -> None:
+    result = run_limited(
+        """
+        import threading
+        release = threading.Event()
+        try:
+            for _ in range(64):  # the test's own bound, twice the limit
+                threading.Thread(target=release.wait, daemon=True).start()
+        finally:
+            release.set()
+        """,
+        "--max-processes",
+        "32",
+    )
+
+    assert result["limit_hit"] == "processes"
+    assert "RuntimeError: can't start new thread" in str(result["test_output"])
+
+
+def test_threads_that_run_out_of_memory_are_stopped_by_the_memory_limit(
+    run_limited: Callable[..., dict[str, object]],
+) -> None:
+    result = run_limited(
+        """
+        import threading
+        started, refused = threading.Barrier(16), []
+
+        def hoard():
+            started.wait()  # every thread runs before any of them allocates
+            held = []
+            try:
+                for _ in range(16):  # 4 GiB in all at most
+                    held.append(bytearray(16 * 1024 * 1024))
+            except MemoryError as error:
+                refused.append(error)
+
+        threads = [threading.Thread(target=hoard) for _ in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if refused:
+            raise refused[0]
+        """,
+        "--memory-mb",
+        "128",
+    )
+
+    assert result["limit_hit"] == "memory"
+    if not memory_group_here():
+        assert "MemoryError" in str(result["test_output"])
 
 
 def test_a_failing_test_names_no_limit() -> None:

@@ -241,7 +241,7 @@ class LocalSandbox:
         with (
             _in_memory(writable) as files,
             _in_memory(fixed) as read_only_files,
-            _filter_file(sandbox_filter(memory_group="memory" in groups.groups)) as seccomp_fd,
+            _filter_file(sandbox_filter(memory_group=groups.bounds_memory)) as seccomp_fd,
             report.receiving() as report_fd,
         ):
             status = pipe()
@@ -268,6 +268,7 @@ class LocalSandbox:
                 rlimits=rlimits(
                     job,
                     pids_group="pids" in groups.groups,
+                    memory_group=groups.bounds_memory,
                     uid=os.getuid() if user is None else user.uid,
                 ),
                 user=user,

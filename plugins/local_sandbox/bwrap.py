@@ -4,7 +4,8 @@ Inside, the test sees a read-only view of the system directories and of the
 Python installation (and of the seed's prepared runtime, if any); size-limited
 private tmpfs mounts at ``/workspace`` (the seed files with the replacement
 applied, copied in from memory), ``/tmp`` and ``/dev/shm``; and nothing else of
-the host: not the caller's environment, home, ``/etc`` or project checkout.
+the host: not the caller's environment (its own is ``PATH``, ``HOME``, ``LANG``,
+``PYTHONDONTWRITEBYTECODE`` and ``MALLOC_ARENA_MAX``), home, ``/etc`` or project checkout.
 Everything else, the root included, is read-only, so the test can only fill
 the bounded tmpfs mounts. The sandbox lives in new user, PID, network, IPC and
 UTS namespaces and may not create further user namespaces (which would let it
@@ -39,6 +40,9 @@ SANDBOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs inside the sandbox, not the
 #: Every folder the test may write inside: everything else is read-only.
 WRITABLE_FOLDERS = (WORKSPACE, SANDBOX_TMP, "/dev/shm")  # noqa: S108 - the sandbox's own
 MIB = 1024 * 1024
+#: glibc's ``MALLOC_ARENA_MAX`` in the sandbox: one malloc arena for all of a process's threads,
+#: so that what a thread reserves does not grow with the host's CPU cores (see :mod:`.limits`).
+MALLOC_ARENAS = 1
 #: What a process with privilege could change the whole machine through: sysctls, the
 #: magic SysRq trigger, interrupt affinity, bus devices.
 PROC_KERNEL_INTERFACES = ("sys", "sysrq-trigger", "irq", "bus")
@@ -311,6 +315,7 @@ def build_command(
         "--setenv", "HOME", SANDBOX_TMP,
         "--setenv", "LANG", "C.UTF-8",
         "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+        "--setenv", "MALLOC_ARENA_MAX", str(MALLOC_ARENAS),
         "--",
         *test_command,
     ]  # fmt: skip

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -18,8 +19,15 @@ import attrs
 from sandboxed_coding_agent.core.errors import SandboxError
 from sandboxed_coding_agent.core.model import Finding, SandboxJob, SeedLimits
 
-from .bwrap import ENABLE_USERNS_HINT, MIB, bwrap_executable, user_namespaces_problem
+from .bwrap import (
+    ENABLE_USERNS_HINT,
+    MALLOC_ARENAS,
+    MIB,
+    bwrap_executable,
+    user_namespaces_problem,
+)
 from .cgroups import SandboxGroups
+from .limits import THREAD_STACK, address_space
 from .user import ENVIRONMENT, SandboxUser, sandbox_user
 
 NAMESPACES = {
@@ -83,7 +91,9 @@ print(json.dumps({
     "keyctl": keyctl(),
     "unmapped_memory": unmapped_memory(),
     "rlimits": {name: resource.getrlimit(getattr(resource, name))[0]
-                for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NPROC")},
+                for name in ("RLIMIT_AS", "RLIMIT_STACK", "RLIMIT_CPU", "RLIMIT_FSIZE",
+                             "RLIMIT_NPROC")},
+    "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX"),
     "disk": {path: size(path) for path in ("/workspace", "/tmp", "/dev/shm")},
     "interfaces": [name for _, name in socket.if_nameindex()],
     "root_only": {path: attempt(path, os.O_RDONLY) for path in ROOT_ONLY if os.path.exists(path)},
@@ -191,19 +201,51 @@ def _user_findings(answer: dict[str, object], user: SandboxUser | None) -> Itera
 
 
 def _memory_finding(answer: dict[str, object], groups: SandboxGroups) -> Finding:
-    """How the memory limit holds: a memory group counts every page of the sandbox; without
-    one, RLIMIT_AS counts what is mapped and the filter refuses what would hold pages unmapped."""
+    """How the memory limit holds: a memory group counts every page of the sandbox and
+    leaves address space alone; without one, RLIMIT_AS counts what is mapped (room for every
+    thread's stack included) and the filter refuses what would hold pages unmapped. Threads'
+    stacks and malloc's arenas are fixed in either case, so a thread costs as much everywhere."""
+    limits = SeedLimits()  # the probe ran with the defaults
     rlimits = answer["rlimits"]
     assert isinstance(rlimits, dict)
-    if rlimits.get("RLIMIT_AS") != SeedLimits().memory_mb * MIB:  # the probe ran with the defaults
-        return Finding("limit memory", ok=False, detail=f"RLIMIT_AS not in force: {rlimits}")
-    if "memory" in groups.groups:
+    stack, arenas = rlimits.get("RLIMIT_STACK"), answer.get("malloc_arena_max")
+    if stack != THREAD_STACK or arenas != str(MALLOC_ARENAS):
+        return Finding(
+            "limit memory",
+            ok=False,
+            detail=f"threads are not as the agent sets them: RLIMIT_STACK {stack} (not "
+            f"{THREAD_STACK}), MALLOC_ARENA_MAX {arenas} (not {MALLOC_ARENAS})",
+        )
+    threads = (
+        f"{THREAD_STACK // MIB} MiB stacks for threads and one malloc arena per process, "
+        "whatever the number of cores"
+    )
+    if groups.bounds_memory:
+        group_mib = limits.memory_mb + limits.disk_mb
+        mapped = rlimits.get("RLIMIT_AS")
+        address = (
+            "address space not bounded"
+            if mapped == resource.RLIM_INFINITY
+            else f"address space bounded only by the agent's own RLIMIT_AS ({mapped})"
+        )
         return Finding(
             "limit memory",
             ok=True,
-            detail="RLIMIT_AS per process and a memory cgroup for the whole sandbox",
+            detail=f"a memory cgroup for the whole sandbox ({group_mib} MiB of memory and "
+            f"tmpfs pages at the defaults); {address}; {threads}",
         )
-    only = f"RLIMIT_AS per process only (no memory cgroup: {groups.problems.get('memory')})"
+    why = groups.problems.get("memory") or "the group made would not count swap, and there is swap"
+    expected = address_space(limits)
+    if rlimits.get("RLIMIT_AS") != expected:
+        return Finding(
+            "limit memory",
+            ok=False,
+            detail=f"RLIMIT_AS not in force (no memory cgroup: {why}): {rlimits}",
+        )
+    only = (
+        f"RLIMIT_AS per process only (no memory cgroup: {why}): {expected // MIB} MiB at the "
+        f"defaults, {limits.memory_mb} MiB and room for {limits.max_processes} threads; {threads}"
+    )
     tried = answer.get("unmapped_memory")
     refused = isinstance(tried, dict) and bool(tried) and set(tried.values()) == {"ENOSYS"}
     if refused:
