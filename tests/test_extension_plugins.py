@@ -158,7 +158,12 @@ def test_example_seed_and_policy_are_listed_as_third_party(agent: Callable[..., 
     assert seeds["calculator"]["source"].startswith("built-in plugin 'calculator_seed'")
     shown = json.loads(agent("seeds", "show", "roman", "--json").stdout)
     assert shown["test_files"] == ["test_roman.py"]
-    assert shown["runtime"] == {"python": None, "requirements": ["pytest>=8"]}
+    assert shown["runtime"] == {
+        "python": None,
+        "requirements": ["pytest>=8"],
+        "project": False,
+        "project_requirements": [],
+    }
     assert shown["policies"] == {"small-diff": {"max_changed_lines": 10}, "python-ast": {}}
     policies = {row["name"]: row for row in json.loads(agent("policies", "list", "--json").stdout)}
     assert policies["small-diff"]["activation"] == "off"

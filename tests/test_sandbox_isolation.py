@@ -323,6 +323,7 @@ def test_patch_sees_no_variable_of_the_callers_environment(
         "HOME",
         "LANG",
         "PYTHONDONTWRITEBYTECODE",
+        "MALLOC_ARENA_MAX",
         "PWD",
     }
 
