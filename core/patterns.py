@@ -50,6 +50,14 @@ def has_control_character(text: str) -> bool:
 
 def matches(path: str, pattern: str) -> bool:
     """Whether the relative ``path`` is matched by ``pattern`` as a whole."""
+    # Fast answers for the common shapes, which a tree of many files meets for every file:
+    # a literal pattern is one path, and a literal last segment must be the path's last name.
+    last, literal = _shape(pattern)
+    if last is not None:
+        if not path.endswith(last) or last != path.rpartition("/")[2]:
+            return False
+        if literal:
+            return path == pattern
     names = path.split("/")
     # ``**/**`` matches what one ``**`` does: a run of them is one.
     globs: list[str] = []
@@ -76,6 +84,15 @@ def matches(path: str, pattern: str) -> bool:
         if not any(reached):
             return False
     return reached[-1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _shape(pattern: str) -> tuple[str | None, bool]:
+    """The pattern's last segment when it is literal (else ``None``), and whether all is."""
+    last = pattern.rpartition("/")[2]
+    if WILDCARDS & set(last):
+        return None, False
+    return last, not WILDCARDS & set(pattern)
 
 
 def _name_matches(name: str, glob: str) -> bool:
