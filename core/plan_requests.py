@@ -1,0 +1,111 @@
+"""What a planner is sent: the request for a plan, and feedback on the attempt before.
+
+A request never holds a hidden test, and feedback never holds a hidden test's
+output (nor the exit code, which code that read one could choose).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from . import records
+from .context import MAX_LEFT_OUT_LISTED, PlannerContext, planner_context
+from .model import (
+    FEEDBACK_OUTPUT_CHARS,
+    Attempt,
+    Feedback,
+    PatchPlan,
+    PlannerOptions,
+    PlanRequest,
+    SeedProject,
+)
+
+
+def plan_request(
+    seed: SeedProject,
+    instruction: str,
+    files: Mapping[str, bytes],
+    options: PlannerOptions | None = None,
+    feedback: Feedback | None = None,
+    context: PlannerContext | None = None,
+) -> PlanRequest:
+    """What the planner gets: what ``context`` shows of the seed (chosen from ``files`` by
+    :func:`~.context.planner_context` when not given), never a hidden test, and any feedback.
+    """
+    if context is None:
+        context = planner_context(seed, files)
+    hidden = set(seed.hidden_files)
+    return PlanRequest(
+        seed=seed.name,
+        instruction=instruction,
+        files={path: text for path, text in context.files.items() if path not in hidden},
+        editable_paths=seed.editable_files,
+        limits=seed.limits,
+        options=options or PlannerOptions(),
+        feedback=feedback,
+        repository_map=context.repository_map,
+        left_out=context.left_out[:MAX_LEFT_OUT_LISTED],
+        left_out_count=len(context.left_out),
+    )
+
+
+def prompt_summary(request: PlanRequest, details: Mapping[str, object]) -> str | None:
+    """``prompt: 48,213 bytes; 12 context files left out``: the prompt's size as the planner
+    reported it in its details (:class:`~.records.ProviderRequestInfo`), and what was left
+    out; ``None`` when there is neither to say."""
+    info = records.reported_request(details)
+    said = []
+    if info is not None and info.prompt_bytes is not None:
+        said.append(f"prompt: {info.prompt_bytes:,} bytes")
+    if request.left_out_count:
+        plural = "" if request.left_out_count == 1 else "s"
+        said.append(f"{request.left_out_count:,} context file{plural} left out")
+    return "; ".join(said) or None
+
+
+#: What a repair attempt is told about a failed test of a seed with hidden tests, instead of
+#: its output: the output may quote a hidden test, which no planner may ever see.
+HIDDEN_TEST_FAILED = "a hidden test failed"
+OUTPUT_WITHHELD = (
+    "the test failed; its output is withheld because this seed has hidden tests, "
+    "which the output could quote"
+)
+
+
+def feedback_on(attempt: Attempt, plan: PatchPlan | None, seed: SeedProject) -> Feedback:
+    """What the next attempt is told about ``attempt``; never a hidden test or its output.
+
+    For a seed with hidden tests the output is withheld whatever failed, since it
+    could quote a hidden test; the note says ``"a hidden test failed"`` when the
+    output names a hidden test file (by path, file name or module name).
+    """
+    files = plan.files if plan is not None else ()
+    if not attempt.tested:
+        return Feedback(attempt=attempt.number, files=files, rejections=attempt.rejections)
+    output: str | None = attempt.test_output[-FEEDBACK_OUTPUT_CHARS:]
+    note = None
+    exit_code = attempt.test_exit_code
+    if seed.hidden_files:
+        # Nor the exit code: code that reads a hidden test could send 8 bits of it back in
+        # the status. The next attempt learns failed, timed out or which limit, no more.
+        output, exit_code = None, None
+        named = _names_a_file(attempt.test_output, seed.hidden_files)
+        note = HIDDEN_TEST_FAILED if named else OUTPUT_WITHHELD
+    return Feedback(
+        attempt=attempt.number,
+        files=files,
+        test_exit_code=exit_code,
+        test_timed_out=attempt.test_timed_out,
+        limit_hit=attempt.limit_hit,
+        test_output=output,
+        note=note,
+    )
+
+
+def _names_a_file(text: str, paths: Iterable[str]) -> bool:
+    for path in paths:
+        stem = path.rsplit(".", 1)[0] if path.endswith(".py") else path
+        names = {path, path.rsplit("/", 1)[-1], stem.replace("/", "."), stem.rsplit("/", 1)[-1]}
+        if any(name and name in text for name in names):
+            return True
+    return False

@@ -1,0 +1,369 @@
+"""The search of one run: its candidates, each a series of attempts, and the one chosen.
+
+An attempt is one planner call (or the given plan), its policies and its test in
+a fresh sandbox; each attempt after the first is told what became of the one
+before. Several candidates run at once, each in a thread, their sandboxes among
+at most ``jobs``; the run's result describes the one :func:`choose` picks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+import attrs
+
+from . import records
+from .context import PlannerContext
+from .diffs import changed_lines, unified_diff
+from .errors import AgentError, PlanRejected
+from .grading import graded
+from .model import (
+    Attempt,
+    Candidate,
+    Feedback,
+    PatchPlan,
+    PlannerOptions,
+    PlannerResult,
+    RunResult,
+    SandboxJob,
+    SeedProject,
+)
+from .plan_requests import feedback_on, plan_request, prompt_summary
+from .policy_checks import check_plan
+from .protocols import PatchPolicy, Planner, PreparingRunner, Runner, StoppableRunner
+from .verdict import harness_for, verified
+
+Progress = Callable[[str], None]
+
+
+def choose(candidates: Sequence[Candidate]) -> Candidate | None:
+    """The candidate a run's result describes.
+
+    The one that passed in the fewest attempts, then with the smallest diff (changed
+    lines, then characters), then the lowest number; when none passed, the
+    lowest-numbered one that was tested; ``None`` when no plan was tested.
+    """
+    passing = [c for c in candidates if c.passed]
+    if passing:
+
+        def rank(candidate: Candidate) -> tuple[int, int, int, int]:
+            attempt = _deciding_attempt(candidate)
+            assert attempt is not None
+            return (
+                attempt.number,
+                changed_lines(attempt.diff),
+                len(attempt.diff),
+                candidate.number,
+            )
+
+        return min(passing, key=rank)
+    tested = [c for c in candidates if _deciding_attempt(c) is not None]
+    return min(tested, key=lambda c: c.number) if tested else None
+
+
+def _deciding_attempt(candidate: Candidate) -> Attempt | None:
+    """The attempt that passed, or else the last one tested."""
+    for attempt in candidate.attempts:
+        if attempt.passed:
+            return attempt
+    tested = [attempt for attempt in candidate.attempts if attempt.tested]
+    return tested[-1] if tested else None
+
+
+class _Stopped(Exception):
+    """The run stopped (a candidate passed under ``--first-pass``, an error, Ctrl-C)."""
+
+
+class Sandboxes:
+    """At most ``jobs`` sandboxes at once, and a way to stop them all and wait until gone."""
+
+    def __init__(self, jobs: int) -> None:
+        self.slots = threading.BoundedSemaphore(max(1, jobs))
+        self.stop = threading.Event()
+        self._running = 0
+        self._changed = threading.Condition()
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        """Hold one sandbox slot; raises :class:`_Stopped` once :meth:`stop_all` was called."""
+        with self.slots:
+            with self._changed:
+                if self.stop.is_set():
+                    raise _Stopped
+                self._running += 1
+            try:
+                yield
+            finally:
+                with self._changed:
+                    self._running -= 1
+                    self._changed.notify_all()
+
+    def stop_all(self) -> None:
+        """Start no more sandboxes, stop the running ones, and wait until every one is gone.
+
+        A :class:`StoppableRunner` terminates its sandbox at once; any other runner's
+        sandbox is waited for until its test ends (its own timeout bounds that).
+        """
+        self.stop.set()
+        with self._changed:
+            self._changed.wait_for(lambda: self._running == 0)
+
+
+@attrs.define
+class Search:
+    """One run's candidates and their attempts."""
+
+    seed: SeedProject
+    runner: Runner
+    policies: tuple[PatchPolicy, ...]
+    planner: Planner | None
+    plan: PatchPlan | None
+    instruction: str
+    files: dict[str, bytes]
+    context: PlannerContext | None
+    options: PlannerOptions
+    progress: Progress
+    attempts: int
+    parallel: bool
+    first_pass: bool
+    sandboxes: Sandboxes
+    environ: Mapping[str, str]
+    #: Every candidate's attempts so far, kept as they are made so a stopped run reports them.
+    made: dict[int, list[Attempt]] = attrs.Factory(dict)
+    runner_name: str = ""
+    _prepared: bool = False
+    _preparing: threading.Lock = attrs.Factory(threading.Lock)
+
+    @property
+    def reports_attempts(self) -> bool:
+        return self.attempts > 1 or self.parallel
+
+    def say(self, number: int, message: str) -> None:
+        self.progress(f"candidate {number}: {message}" if self.parallel else message)
+
+    def candidate(self, number: int) -> Candidate:
+        """Attempt, with feedback, until a plan passes or every attempt is made."""
+        made = self.made.setdefault(number, [])
+        feedback: Feedback | None = None
+        try:
+            for count in range(1, self.attempts + 1):
+                if self.sandboxes.stop.is_set():
+                    return Candidate(number, tuple(made), stopped=True)
+                attempt, plan = self.attempt(number, count, feedback, made)
+                if attempt.verdict in ("passed", "stopped"):
+                    break
+                feedback = feedback_on(attempt, plan, self.seed)
+        except AgentError as error:
+            if self.reports_attempts:
+                error.attempts = tuple(made)
+            raise
+        stopped = bool(made) and made[-1].verdict == "stopped"
+        return Candidate(number, tuple(made), stopped=stopped)
+
+    def attempt(
+        self, number: int, count: int, feedback: Feedback | None, made: list[Attempt]
+    ) -> tuple[Attempt, PatchPlan | None]:
+        """One planner call (or the given plan), its policies and its test; noted in ``made``."""
+        plan = self.plan
+        planned: PlannerResult | None = None
+        if self.planner is not None:
+            of = f" (attempt {count} of {self.attempts})" if self.attempts > 1 else ""
+            self.say(
+                number,
+                f"asking planner {self.planner.name!r} for a patch to seed {self.seed.name!r}{of}",
+            )
+            request = plan_request(
+                self.seed, self.instruction, self.files, self.options, feedback, self.context
+            )
+            try:
+                planned = records.call_planner(self.planner, request, environ=self.environ)
+            except PlanRejected as error:  # the planner's own check of the contract
+                if not self.reports_attempts:
+                    raise
+                refused = Attempt(
+                    count,
+                    "rejected",
+                    planner_task_id=error.planner_task_id,
+                    rejections=error.rejections,
+                )
+                made.append(refused)
+                self.say(number, f"planner task {error.planner_task_id}: the answer was rejected")
+                return refused, None
+            plan = planned.plan
+            summary = prompt_summary(request, planned.details)
+            if summary is not None:
+                self.say(number, summary)
+            self.say(
+                number, f"planner task {planned.planner_task_id} proposed {', '.join(plan.paths)}"
+            )
+        assert plan is not None
+        called = Attempt(
+            count,
+            "rejected",
+            planner_task_id=planned.planner_task_id if planned else None,
+            model=planned.model if planned else None,
+            response_id=planned.response_id if planned else None,
+            usage=planned.usage if planned else None,
+            planner_seconds=planned.duration_seconds if planned else None,
+        )
+        rejections = check_plan(plan, self.seed, self.policies)
+        if rejections:
+            if not self.reports_attempts:
+                raise PlanRejected(rejections, planner_task_id=called.planner_task_id)
+            refused = attrs.evolve(called, rejections=tuple(rejections))
+            made.append(refused)
+            self.say(number, f"the plan was rejected ({len(rejections)} reasons)")
+            return refused, plan
+        changed, diff = unified_diff(self.files, plan)
+        patched = dict(self.files)
+        patched.update({entry.path: entry.content.encode("utf-8") for entry in plan.files})
+        job = SandboxJob(
+            seed=self.seed.name,
+            files=patched,
+            test_command=self.seed.test_command,
+            limits=self.seed.limits,
+            runtime=self.seed.runtime,
+            harness=harness_for(self.seed, patched),
+            tree=self.seed.source,
+        )
+        with self.sandboxes.slot():
+            self.prepare(job)
+            self.say(
+                number, f"testing in runner {self.runner.name!r}: {' '.join(job.test_command)}"
+            )
+            if self.parallel and isinstance(self.runner, StoppableRunner):
+                outcome = self.runner.run_test_until(job, self.sandboxes.stop)
+            else:
+                outcome = self.runner.run_test(job)
+            outcome = graded(verified(job, outcome), self.seed)
+            self.say(number, f"sandbox {outcome.sandbox_id} terminated")
+            if outcome.tests_passed:
+                verdict = "passed"
+            elif self.sandboxes.stop.is_set():
+                verdict = "stopped"
+            else:
+                verdict = "failed"
+            tested = attrs.evolve(
+                called,
+                verdict=verdict,
+                changed_files=changed,
+                diff=diff,
+                sandbox_id=outcome.sandbox_id,
+                test_exit_code=outcome.exit_code,
+                test_output=outcome.output,
+                test_output_truncated=outcome.output_truncated,
+                test_timed_out=outcome.timed_out,
+                limit_hit=outcome.limit_hit,
+                sandbox_seconds=outcome.duration_seconds,
+                test_report=outcome.test_report,
+                grade=outcome.grade,
+            )
+            # Noted before the slot is given back: stop_all() returns only once it is.
+            made.append(tested)
+        self.runner_name = outcome.runner
+        return tested, plan
+
+    def prepare(self, job: SandboxJob) -> None:
+        if not isinstance(self.runner, PreparingRunner):
+            return
+        with self._preparing:  # once per run, whichever candidate gets there first
+            if not self._prepared:
+                self.runner.prepare(job, self.progress)
+                self._prepared = True
+
+    def in_parallel(self, count: int) -> list[Candidate]:
+        """Run ``count`` candidates at once, each in a thread of its own."""
+        finished: queue.Queue[tuple[int, Candidate | BaseException]] = queue.Queue()
+
+        def work(number: int) -> None:
+            try:
+                finished.put((number, self.candidate(number)))
+            except _Stopped:
+                finished.put((number, Candidate(number, tuple(self.made[number]), stopped=True)))
+            except BaseException as error:  # handed to the main thread, which raises it
+                finished.put((number, error))
+
+        done: dict[int, Candidate] = {}
+        threads = [
+            # Daemon threads: a planner call still waiting on the network when the run ends
+            # is abandoned; sandboxes are only ever started under the slots, which stop_all
+            # closes and waits for.
+            threading.Thread(target=work, args=(number,), name=f"candidate-{number}", daemon=True)
+            for number in range(1, count + 1)
+        ]
+        try:
+            for thread in threads:
+                thread.start()
+            while len(done) < count:
+                try:
+                    number, got = finished.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                if isinstance(got, BaseException):
+                    self.sandboxes.stop_all()
+                    if isinstance(got, AgentError):
+                        got.candidates = tuple(self._snapshot(done, count))
+                    raise got
+                done[number] = got
+                if self.first_pass and got.passed:
+                    self.progress(f"candidate {number} passed; stopping the others")
+                    self.sandboxes.stop_all()
+                    break
+        except KeyboardInterrupt:
+            self.sandboxes.stop_all()
+            raise
+        while not finished.empty():  # those that finished while the others were stopped
+            number, got = finished.get_nowait()
+            if isinstance(got, Candidate):
+                done[number] = got
+        return self._snapshot(done, count)
+
+    def _snapshot(self, done: Mapping[int, Candidate], count: int) -> list[Candidate]:
+        return [
+            done.get(number) or Candidate(number, tuple(self.made.get(number, ())), stopped=True)
+            for number in range(1, count + 1)
+        ]
+
+    def result(self, candidates: Sequence[Candidate]) -> RunResult:
+        chosen = choose(candidates)
+        deciding = _deciding_attempt(chosen) if chosen is not None else None
+        if chosen is None or deciding is None:
+            tried = [c for c in candidates if c.attempts]
+            if not tried:
+                raise AgentError("the run stopped before any plan was made")
+            last = tried[0].attempts[-1]
+            error = PlanRejected(last.rejections, planner_task_id=last.planner_task_id)
+            if self.reports_attempts:
+                error.attempts = tried[0].attempts
+                error.candidates = tuple(candidates) if self.parallel else ()
+            raise error
+        return RunResult(
+            seed=self.seed.name,
+            instruction=self.instruction,
+            planner=self.planner.name if self.planner else None,
+            planner_task_id=deciding.planner_task_id,
+            runner=self.runner_name or self.runner.name,
+            sandbox_id=deciding.sandbox_id or "",
+            changed_files=deciding.changed_files,
+            diff=deciding.diff,
+            tests_passed=deciding.passed,
+            test_exit_code=deciding.test_exit_code,
+            test_output=deciding.test_output,
+            test_output_truncated=deciding.test_output_truncated,
+            test_timed_out=deciding.test_timed_out,
+            limit_hit=deciding.limit_hit,
+            model=deciding.model,
+            usage=deciding.usage,
+            planner_seconds=deciding.planner_seconds,
+            response_id=deciding.response_id,
+            sandbox_seconds=deciding.sandbox_seconds or 0.0,
+            attempts=chosen.attempts,
+            passed_attempt=deciding.number if deciding.passed else None,
+            candidates=tuple(candidates) if self.parallel else (),
+            chosen_candidate=chosen.number,
+            test_report=deciding.test_report,
+            grade=deciding.grade,
+        )
