@@ -1,8 +1,10 @@
-"""Diffs of a plan against the seed's files: which paths it really changes, and how much."""
+"""Diffs of a plan against the seed's files: the one a run reports (which paths it really
+changes, and how much) and the one ``agent diff`` prints, which ``git apply`` accepts."""
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 
 from .model import PatchPlan
 
@@ -40,3 +42,25 @@ def changed_lines(diff: str) -> int:
         for line in diff.splitlines()
         if line[:1] in "+-" and not line.startswith(("+++ ", "--- "))
     )
+
+
+def git_diff(originals: Mapping[str, str], plan: PatchPlan) -> str:
+    """``plan`` as a patch ``git apply`` accepts: ``diff --git`` headers, and a
+    ``\\ No newline at end of file`` mark wherever a file does not end in one."""
+    chunks: list[str] = []
+    for entry in plan.files:
+        old = originals.get(entry.path, "")
+        if old == entry.content:
+            continue
+        chunks.append(f"diff --git a/{entry.path} b/{entry.path}\n")
+        lines = difflib.unified_diff(
+            old.splitlines(keepends=True),
+            entry.content.splitlines(keepends=True),
+            fromfile=f"a/{entry.path}",
+            tofile=f"b/{entry.path}",
+        )
+        for line in lines:
+            chunks.append(
+                line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+            )
+    return "".join(chunks)
