@@ -101,7 +101,11 @@ class SeedLimits:
     :ivar max_path_chars: longest path a plan may name.
     :ivar test_timeout_seconds: wall-clock limit for the test command.
     :ivar max_output_bytes: how much of the test's output is kept.
-    :ivar memory_mb: memory the test may use, in MiB (as the reference sandbox: 512).
+    :ivar memory_mb: memory the test may use, in MiB (as the reference sandbox: 512). The
+        local sandbox bounds the whole sandbox by it, with ``disk_mb`` (its tmpfs pages are
+        memory too), where a memory control group can; otherwise each process's address
+        space (``RLIMIT_AS``), with room above it for a 2 MiB stack for each of
+        ``max_processes`` threads.
     :ivar max_processes: processes and threads the sandbox may hold at once.
     :ivar cpu_seconds: CPU time each process of the test may use.
     :ivar max_file_mb: largest file the test may write, in MiB.

@@ -8,21 +8,25 @@ Three groups of system calls fail inside the sandbox, on x86-64 and arm64:
   and sandboxes running as the same unprivileged user could pass keys to each
   other or to a later run. ``add_key``, ``request_key`` and ``keyctl`` fail with
   ``ENOSYS``, as on a kernel built without keyrings.
-* **Memory held outside any mapping**, where the sandbox has no memory control
-  group. ``RLIMIT_AS`` bounds what a process maps, and then nothing else: pages
-  written to a ``memfd`` (or a ``memfd_secret`` mapped a piece at a time) and the
-  segments, semaphore arrays and message queues of SysV IPC stay allocated after
-  they are unmapped, or were never mapped, so one process could hold gigabytes
-  under a limit of 128 MiB. ``memfd_create``, ``memfd_secret``, ``shmget``,
-  ``semget`` and ``msgget`` then fail with ``ENOSYS``, as on a kernel built
-  without them, which is what a library checks before it falls back (Python's
-  ``multiprocessing`` uses files in ``/dev/shm``, a bounded tmpfs, and never
-  these). What would act on an existing object (``shmat``, ``shmctl``,
-  ``semop``, ``msgsnd``, ...) stays allowed: the sandbox has an IPC namespace
-  of its own, so no object exists that it did not make, and it can make none.
-  Neither x86-64 nor arm64 has the ``ipc`` multiplexer of 32-bit machines. With
-  a memory group these calls are allowed: the group counts those pages (and the
-  kernel memory of SysV objects) against the sandbox's limit.
+* **Memory held outside any mapping**, where no memory control group bounds the
+  sandbox (:attr:`.SandboxGroups.bounds_memory`; :mod:`.limits` says how memory
+  is bounded either way). Memory is then bounded by ``RLIMIT_AS`` in every
+  process (``memory_mb``, and room for every thread's stack), which counts what
+  a process maps and nothing else: pages written to a ``memfd`` (or a
+  ``memfd_secret`` mapped a piece at a time) and the segments, semaphore arrays
+  and message queues of SysV IPC stay allocated after they are unmapped, or were
+  never mapped, so one process could hold gigabytes under the default limit of
+  about 1 GiB. ``memfd_create``, ``memfd_secret``, ``shmget``, ``semget`` and
+  ``msgget`` then fail with ``ENOSYS``, as on a kernel built without them, which
+  is what a library checks before it falls back (Python's ``multiprocessing``
+  uses files in ``/dev/shm``, a bounded tmpfs, and never these). What would act
+  on an existing object (``shmat``, ``shmctl``, ``semop``, ``msgsnd``, ...)
+  stays allowed: the sandbox has an IPC namespace of its own, so no object
+  exists that it did not make, and it can make none. Neither x86-64 nor arm64
+  has the ``ipc`` multiplexer of 32-bit machines. Where a memory group bounds
+  the sandbox these calls are allowed, and no process has an ``RLIMIT_AS``: the
+  group counts every page the sandbox holds, those pages (and the kernel memory
+  of SysV objects) included, against its limit.
 * **Another process's memory and descriptors**, always: ``ptrace``,
   ``process_vm_readv``, ``process_vm_writev`` and ``pidfd_getfd`` fail with
   ``EPERM``. Those calls exist and the kernel refuses them whenever the caller
@@ -114,8 +118,9 @@ def refused_calls(*, memory_group: bool) -> dict[str, int]:
 def sandbox_filter(*, memory_group: bool) -> bytes | None:
     """The filter for a sandbox on this machine, or ``None`` where its numbers are not known.
 
-    :param memory_group: whether the sandbox is in a memory control group, which counts
-        the memory that ``RLIMIT_AS`` does not see; without one, that memory is refused.
+    :param memory_group: whether a memory control group bounds all the sandbox holds,
+        memory outside any mapping included (the sandbox then has no ``RLIMIT_AS``);
+        without one, that memory, which ``RLIMIT_AS`` does not see, is refused.
     """
     machine = os.uname().machine
     if machine not in _AUDIT_ARCH or ctypes.sizeof(ctypes.c_void_p) != 8:
