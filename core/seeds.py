@@ -12,6 +12,7 @@ files and never leaves this machine.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -285,23 +286,23 @@ class SeedProject:
             if not any(patterns.matches(f, pattern) for f in self.files):
                 raise ValueError(f"hidden test {pattern!r} matches none of the seed's files")
 
-    @property
+    @functools.cached_property
     def test_files(self) -> tuple[str, ...]:
         """The files that prove a patch and that no plan may replace (hidden ones included)."""
         marks = (*self.test_paths, *ALWAYS_TEST_PATHS, *self.hidden_test_paths)
         return tuple(f for f in self.files if patterns.matches_any(f, marks))
 
-    @property
+    @functools.cached_property
     def hidden_files(self) -> tuple[str, ...]:
         """The test files a planner never sees: :attr:`hidden_test_paths` expanded."""
         return tuple(f for f in self.files if patterns.matches_any(f, self.hidden_test_paths))
 
-    @property
+    @functools.cached_property
     def editable_files(self) -> tuple[str, ...]:
         """The files a plan may replace: :attr:`editable_paths` expanded against :attr:`files`."""
         return tuple(f for f in self.files if patterns.matches_any(f, self.editable_paths))
 
-    @property
+    @functools.cached_property
     def carried_files(self) -> tuple[str, ...]:
         """The files the agent reads and hands to every sandbox: all of a folder seed's;
         a git seed's own (:attr:`added_files`) and editable ones, the rest of its files
