@@ -1,0 +1,485 @@
+"""A parsed ``seed.toml`` read into a :class:`~.seeds.SeedProject`, key by key.
+
+:class:`ManifestReader` checks every key and table the format allows
+(``docs/seed-manifest.md``): the files a folder seed lists, or a git seed's
+``[source]`` and the files it adds to the tree; its tests, editable files and
+test command; ``[limits]``, ``[policies.NAME]``, ``[guard]`` and ``[runtime]``;
+and the test IDs a graded seed lists. Each problem is a
+:class:`~.manifest_errors.ManifestError` naming the key and its line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from . import contract, git_source, patterns, seed_files, seed_folder, verdict
+from .errors import UsageError
+from .evidence import GUARD_CAPABILITIES
+from .manifest_errors import ManifestError, key_lines
+from .seeds import ALWAYS_TEST_PATHS, LimitError, SeedLimits, SeedProject, SeedRuntime
+from .serialization import describe_structure_error, structure
+
+#: A folder seed is read whole and sent to the planner: keep it small.
+MAX_SEED_FILES = 500
+MAX_SEED_BYTES = seed_files.MAX_SEED_BYTES
+#: How many patterns one key (files, tests, editable) may list.
+MAX_PATTERNS = 32
+DEFAULT_FILES = ("**/*",)
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+_KEYS = frozenset(
+    {
+        "name",
+        "description",
+        "files",
+        "tests",
+        "hidden_tests",
+        "editable",
+        "test_command",
+        "default_prompt",
+        "limits",
+        "runtime",
+        "policies",
+        "guard",
+        "source",
+        "context",
+        "context_budget_bytes",
+        "fail_to_pass",
+        "pass_to_pass",
+    }
+)
+_RUNTIME_KEYS = frozenset({"python", "requirements", "project"})
+_SOURCE_KEYS = frozenset({"git", "commit"})
+#: Most packages a runtime installs (its requirements, and the project's dependencies).
+MAX_REQUIREMENTS = 256
+#: Most test IDs in ``fail_to_pass`` and in ``pass_to_pass`` each, and their longest.
+MAX_TEST_IDS = 5000
+MAX_TEST_ID_CHARS = 2000
+
+PolicyCheck = Callable[[str, Mapping[str, Any]], None]
+
+
+@attrs.define
+class ManifestReader:
+    """Reads the parsed ``seed.toml`` of the folder open at ``root_fd`` into a seed.
+
+    :ivar manifest: the manifest's path, for the messages.
+    :ivar text: the manifest's text, where :func:`~.manifest_errors.key_lines` finds
+        the line of each key.
+    :ivar untrusted: the folder may come from anyone (see :func:`~.manifest.load_seed`).
+    :ivar root_fd: the folder the manifest was read from, opened once: every file is
+        found relative to it.
+    """
+
+    manifest: Path
+    text: str
+    untrusted: bool
+    root_fd: int
+    lines: dict[tuple[str, ...], int] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.lines = key_lines(self.text)
+
+    def fail(self, key: tuple[str, ...], problem: str) -> ManifestError:
+        line = next(
+            (self.lines[key[:n]] for n in range(len(key), 0, -1) if key[:n] in self.lines), None
+        )
+        where = f"line {line}: " if line is not None else ""
+        return ManifestError(f"{self.manifest}: {where}{'.'.join(key)}: {problem}")
+
+    def seed(self, data: dict[str, Any], check_policy: PolicyCheck | None) -> SeedProject:
+        for key in data:
+            if key not in _KEYS:
+                raise self.fail((key,), f"unknown key (known: {', '.join(sorted(_KEYS))})")
+        name = self.string(data, "name")
+        if not _NAME.fullmatch(name):
+            raise self.fail(
+                ("name",),
+                "must be 1 to 64 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit",
+            )
+        root = self.manifest.parent.resolve()
+        folder = os.fstat(self.root_fd)
+        source = self.source(data.get("source"), root)
+        if source is None:
+            files = self.files(root, self.patterns(data, "files", DEFAULT_FILES))
+            added: tuple[str, ...] = ()
+        else:
+            added = self.files(root, self.patterns(data, "files", DEFAULT_FILES), optional=True)
+            try:
+                listed = git_source.list_tree(source)
+            except git_source.GitSourceError as error:
+                raise self.fail(("source",), error.message) from None
+            problem = _tree_clash(added, listed)
+            if problem:
+                raise self.fail(("files",), problem)
+            tree = [entry.path for entry in listed if not entry.link]
+            files = tuple(sorted({*tree, *added}))
+        tests = self.patterns(data, "tests")
+        hidden = self.patterns(data, "hidden_tests", ())
+        editable = self.patterns(data, "editable")
+        for key, given in (("tests", tests), ("hidden_tests", hidden), ("editable", editable)):
+            for pattern in given:
+                if not any(patterns.matches(f, pattern) for f in files):
+                    raise self.fail((key,), f"{pattern!r} matches none of the seed's files")
+        test_files = [
+            f for f in files if patterns.matches_any(f, (*tests, *hidden, *ALWAYS_TEST_PATHS))
+        ]
+        clash = [f for f in test_files if patterns.matches_any(f, editable)]
+        if clash:
+            raise self.fail(
+                ("editable",), f"matches test files, which are never editable: {', '.join(clash)}"
+            )
+        description = self.string(data, "description")
+        test_command = self.strings(data, "test_command")
+        if any("\0" in argument for argument in test_command):
+            raise self.fail(("test_command",), "an argument contains a NUL character")
+        default_prompt = self.string(data, "default_prompt")
+        limits = self.limits(data.get("limits", {}))
+        policies = self.policies(data.get("policies", {}), check_policy)
+        runtime = self.runtime(data.get("runtime"), root, source)
+        guard_allow = self.guard(data.get("guard"))
+        context = self.patterns(data, "context", ())
+        budget = data.get("context_budget_bytes", 64_000)
+        if (
+            isinstance(budget, bool)
+            or not isinstance(budget, int)
+            or not 1_000 <= budget <= 4_000_000
+        ):
+            raise self.fail(("context_budget_bytes",), "must be an integer from 1000 to 4000000")
+        fail_to_pass = self.test_ids(data, "fail_to_pass")
+        pass_to_pass = self.test_ids(data, "pass_to_pass")
+        try:
+            seed = SeedProject(
+                name=name,
+                description=description,
+                root=root,
+                root_identity=(folder.st_dev, folder.st_ino),
+                files=files,
+                editable_paths=editable,
+                test_command=test_command,
+                default_prompt=default_prompt,
+                limits=limits,
+                test_paths=tests,
+                hidden_test_paths=hidden,
+                policies=policies,
+                runtime=runtime,
+                untrusted=self.untrusted,
+                guard_allow=guard_allow,
+                source=source,
+                added_files=added,
+                context_paths=context,
+                context_budget_bytes=budget,
+                fail_to_pass=fail_to_pass,
+                pass_to_pass=pass_to_pass,
+            )
+        except (ValueError, TypeError) as error:  # the checks above should leave nothing here
+            raise ManifestError(f"{self.manifest}: {error}") from None
+        if (fail_to_pass or pass_to_pass) and verdict.seed_framework(seed) is None:
+            key = "fail_to_pass" if fail_to_pass else "pass_to_pass"
+            raise self.fail(
+                (key,),
+                "grading test by test needs a test command whose framework reports each test "
+                "(python -m pytest, pytest, python -m unittest, or python FILE.py running "
+                "unittest)",
+            )
+        return seed
+
+    def string(self, data: Mapping[str, Any], key: str) -> str:
+        if key not in data:
+            raise ManifestError(f"{self.manifest}: missing required key {key!r}")
+        value = data[key]
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail((key,), "must be a non-empty string")
+        return value
+
+    def strings(
+        self, data: Mapping[str, Any], key: str, default: tuple[str, ...] | None = None
+    ) -> tuple[str, ...]:
+        if key not in data:
+            if default is not None:
+                return default
+            raise ManifestError(f"{self.manifest}: missing required key {key!r}")
+        value = data[key]
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(isinstance(item, str) and item for item in value)
+        ):
+            raise self.fail((key,), "must be a non-empty list of non-empty strings")
+        return tuple(value)
+
+    def patterns(
+        self, data: Mapping[str, Any], key: str, default: tuple[str, ...] | None = None
+    ) -> tuple[str, ...]:
+        found = self.strings(data, key, default)
+        if len(found) > MAX_PATTERNS:
+            raise self.fail((key,), f"{len(found)} patterns; at most {MAX_PATTERNS}")
+        for pattern in found:
+            problem = patterns.pattern_problem(pattern)
+            if problem:
+                raise self.fail((key,), f"{pattern!r}: {problem}")
+        return found
+
+    def source(self, table: object, root: Path) -> git_source.SourceTree | None:
+        if table is None:
+            return None
+        if not isinstance(table, dict):
+            raise self.fail(("source",), "must be a table with git and commit")
+        for key in table:
+            if key not in _SOURCE_KEYS:
+                raise self.fail(("source", key), "unknown key (known: commit, git)")
+        for key in sorted(_SOURCE_KEYS):
+            if not isinstance(table.get(key), str) or not table[key].strip():
+                raise self.fail(("source", key), "must be a non-empty string")
+        repository: str = table["git"]
+        if not (
+            os.path.isabs(repository)
+            or repository.startswith("-")
+            or "://" in repository
+            or "::" in repository
+        ):
+            # A relative path is relative to the seed's folder.
+            repository = os.path.normpath(root / repository)
+        problem = git_source.location_problem(repository)
+        if problem:
+            raise self.fail(("source", "git"), problem)
+        try:
+            return git_source.resolve(repository, table["commit"])
+        except git_source.GitSourceError as error:
+            raise self.fail(("source",), error.message) from None
+
+    def project_requirements(
+        self, root: Path, source: git_source.SourceTree | None
+    ) -> tuple[str, ...]:
+        """The ``[project] dependencies`` of the project's ``pyproject.toml``: the seed's own
+        one if it has one, else the tree's."""
+        text: bytes | None
+        if (root / "pyproject.toml").is_file() or source is None:
+            try:
+                data = seed_files.read_seed_files(
+                    root, ("pyproject.toml",), untrusted=self.untrusted
+                )
+            except seed_files.SeedFileError as error:
+                raise self.fail(("runtime", "project"), error.message) from None
+            text = data["pyproject.toml"]
+        else:
+            try:
+                text = git_source.show(source, "pyproject.toml")
+            except git_source.GitSourceError as error:
+                raise self.fail(("runtime", "project"), error.message) from None
+        if text is None:
+            raise self.fail(("runtime", "project"), "the project has no pyproject.toml")
+        try:
+            project = tomllib.loads(text.decode("utf-8")).get("project", {})
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError, ValueError):
+            raise self.fail(
+                ("runtime", "project"), "the project's pyproject.toml is not valid TOML"
+            ) from None
+        dependencies = project.get("dependencies", []) if isinstance(project, dict) else None
+        if not isinstance(dependencies, list) or not all(isinstance(d, str) for d in dependencies):
+            raise self.fail(
+                ("runtime", "project"),
+                "the project's pyproject.toml has no list of strings at [project] dependencies",
+            )
+        if len(dependencies) > MAX_REQUIREMENTS:
+            raise self.fail(
+                ("runtime", "project"),
+                f"the project's pyproject.toml lists {len(dependencies)} dependencies; "
+                f"a runtime installs at most {MAX_REQUIREMENTS}",
+            )
+        return tuple(dependencies)
+
+    def test_ids(self, data: Mapping[str, Any], key: str) -> tuple[str, ...]:
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(
+            isinstance(item, str)
+            and item.strip()
+            and len(item) <= MAX_TEST_ID_CHARS
+            and not patterns.has_control_character(item)
+            for item in value
+        ):
+            raise self.fail(
+                (key,),
+                f"must be a list of test IDs (non-empty strings of at most {MAX_TEST_ID_CHARS} "
+                "characters, no control characters)",
+            )
+        if len(value) > MAX_TEST_IDS:
+            raise self.fail((key,), f"{len(value)} test IDs; at most {MAX_TEST_IDS}")
+        return tuple(dict.fromkeys(value))
+
+    def files(
+        self, root: Path, wanted: tuple[str, ...], *, optional: bool = False
+    ) -> tuple[str, ...]:
+        candidates = seed_folder.walk(self.root_fd, root)
+        chosen: dict[str, None] = {}
+        for pattern in wanted:
+            if patterns.is_literal(pattern):
+                problem = seed_folder.literal_file_problem(self.root_fd, pattern)
+                if problem:
+                    raise self.fail(("files",), f"{pattern!r}: {problem}")
+                chosen[pattern] = None
+                continue
+            hits = [path for path in candidates if patterns.matches(path, pattern)]
+            if not hits and optional:
+                continue
+            if not hits:
+                raise self.fail(("files",), f"{pattern!r} matches no file in {root}")
+            for path in hits:
+                if not contract.is_utf8(path):
+                    raise self.fail(
+                        ("files",),
+                        f"{seed_files.shown_name(path)}: the file name is not valid UTF-8, so it "
+                        "cannot be shown to a planner; rename the file or leave it out of files",
+                    )
+                if patterns.has_control_character(path):
+                    raise self.fail(
+                        ("files",),
+                        f"{path!r}: the file name contains a control character; "
+                        "rename the file or leave it out of files",
+                    )
+            chosen.update(dict.fromkeys(hits))
+        if len(chosen) > MAX_SEED_FILES:
+            raise self.fail(("files",), f"{len(chosen)} files; a seed has at most {MAX_SEED_FILES}")
+        size = 0
+        for path in chosen:
+            try:
+                # lstat: the chosen files are no links, and the size of what one points to
+                # is none of the seed's business.
+                info = seed_folder.lstat_at(self.root_fd, path)
+            except OSError as error:
+                raise self.fail(("files",), f"{path!r}: cannot be read: {error.strerror}") from None
+            if self.untrusted and info.st_nlink != 1:
+                problem = seed_files.hard_link_problem(path, info.st_nlink)
+                raise self.fail(("files",), f"{path!r}: {problem}")
+            size += info.st_size
+        if size > MAX_SEED_BYTES:
+            raise self.fail(("files",), f"{size} bytes in all; a seed has at most {MAX_SEED_BYTES}")
+        return tuple(sorted(chosen))
+
+    def limits(self, table: object) -> SeedLimits:
+        if not isinstance(table, dict):
+            raise self.fail(("limits",), "must be a table")
+        fields = attrs.fields_dict(SeedLimits)
+        for key, value in table.items():
+            # Checked one by one first, so that a value off its bounds is shown at its line.
+            if key in fields and isinstance(value, int | float) and not isinstance(value, bool):
+                try:
+                    fields[key].validator(None, fields[key], value)  # type: ignore[misc]
+                except LimitError as error:
+                    raise self.fail(("limits", key), str(error)) from None
+        try:
+            return structure(table, SeedLimits)
+        except Exception as error:  # cattrs raises a tree of ordinary exceptions
+            problems = describe_structure_error(error, root="limits")
+            raise self.fail(("limits",), "; ".join(problems)) from None
+
+    def policies(
+        self, table: object, check_policy: PolicyCheck | None
+    ) -> dict[str, dict[str, Any]]:
+        if not isinstance(table, dict):
+            raise self.fail(("policies",), "must be a table of tables, one per policy")
+        found: dict[str, dict[str, Any]] = {}
+        for name, parameters in table.items():
+            key = ("policies", name)
+            if not isinstance(parameters, dict):
+                raise self.fail(
+                    key, f"must be a table ([policies.{name}]) of the policy's parameters"
+                )
+            if check_policy is not None:
+                try:
+                    check_policy(name, parameters)
+                except UsageError as error:
+                    raise self.fail(key, error.message) from None
+                except (ValueError, TypeError) as error:
+                    raise self.fail(key, str(error)) from None
+            found[name] = parameters
+        return found
+
+    def guard(self, table: object) -> tuple[str, ...]:
+        if table is None:
+            return ()
+        if not isinstance(table, dict):
+            raise self.fail(("guard",), "must be a table")
+        for key in table:
+            if key != "allow":
+                raise self.fail(("guard", key), "unknown key (known: allow)")
+        allow = table.get("allow", [])
+        known = ", ".join(GUARD_CAPABILITIES)
+        if not isinstance(allow, list) or not all(
+            isinstance(item, str) and item in GUARD_CAPABILITIES for item in allow
+        ):
+            raise self.fail(("guard", "allow"), f"must be a list of capabilities ({known})")
+        return tuple(dict.fromkeys(allow))
+
+    def runtime(
+        self, table: object, root: Path, source: git_source.SourceTree | None
+    ) -> SeedRuntime | None:
+        if table is None:
+            return None
+        if not isinstance(table, dict):
+            raise self.fail(("runtime",), "must be a table")
+        for key in table:
+            if key not in _RUNTIME_KEYS:
+                raise self.fail(
+                    ("runtime", key), f"unknown key (known: {', '.join(sorted(_RUNTIME_KEYS))})"
+                )
+        python = table.get("python")
+        if python is not None and not (isinstance(python, str) and re.fullmatch(r"3\.\d+", python)):
+            raise self.fail(("runtime", "python"), 'must be a version such as "3.12"')
+        requirements = table.get("requirements", [])
+        if not isinstance(requirements, list) or not all(
+            isinstance(item, str) and item for item in requirements
+        ):
+            raise self.fail(("runtime", "requirements"), "must be a list of non-empty strings")
+        if len(requirements) > MAX_REQUIREMENTS:
+            raise self.fail(
+                ("runtime", "requirements"),
+                f"{len(requirements)} packages; at most {MAX_REQUIREMENTS}",
+            )
+        project = table.get("project", False)
+        if not isinstance(project, bool):
+            raise self.fail(("runtime", "project"), "must be true or false")
+        try:
+            return SeedRuntime(
+                python=python,
+                requirements=requirements,
+                project=project,
+                project_requirements=self.project_requirements(root, source) if project else (),
+            )
+        except ValueError as error:
+            reason = str(error).removeprefix("requirements: ")
+            raise self.fail(("runtime", "requirements"), reason) from None
+
+
+def _tree_clash(added: tuple[str, ...], tree: list[git_source.TreeFile]) -> str | None:
+    """Why one of a git seed's own files cannot go where it is in the tree, or ``None``.
+
+    One may replace a file or a link of the tree, but not stand under one: in the
+    sandbox it would be written through the link, wherever that leads, or over a file.
+    Nor may it replace a folder of the tree.
+    """
+    kinds = {entry.path: "a symbolic link" if entry.link else "a file" for entry in tree}
+    folders = {entry.path.rpartition("/")[0] for entry in tree}
+    for folder in list(folders):
+        while folder:
+            folder = folder.rpartition("/")[0]
+            folders.add(folder)
+    for path in added:
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            above = "/".join(parts[:depth])
+            if above in kinds:
+                return (
+                    f"{path!r}: under {above!r}, {kinds[above]} of the tree; a seed's file "
+                    "may replace a file of the tree, not stand under one"
+                )
+        if path in folders:
+            return f"{path!r}: a folder of the tree; a seed's file may replace a file of it only"
+    return None
