@@ -14,11 +14,11 @@ cache (``$XDG_CACHE_HOME/sandboxed-coding-agent/git``):
 
 A second run of a seed therefore costs one ``git cat-file`` and one
 ``git ls-tree``, whatever the repository's size. The repository is hostile
-input: ``git`` runs with the repository's hooks, fsmonitor and the ``ext::``
-transport off, only a fetch reads the caller's own git configuration (its
-credentials and proxies; a filter it names, such as git-lfs's, never runs on a
-checkout) (:mod:`.git_command`), and a checkout writes each file exactly as the
-commit holds it, whatever the repository's ``.gitattributes`` say. The tree is
+input: ``git`` runs (:mod:`.git_command`) with the repository's hooks, fsmonitor
+and the ``ext::`` transport off, only a fetch reads the caller's own git
+configuration (its credentials and proxies; a filter it names, such as
+git-lfs's, never runs on a checkout), and a checkout writes each file exactly as
+the commit holds it, whatever the repository's ``.gitattributes`` say. The tree is
 listed and checked before it is checked out (:mod:`.git_tree`): a link leading
 out of it, a path git would never check out or a tree past its ceilings
 (:data:`MAX_TREE_FILES`, :data:`MAX_TREE_BYTES`, :data:`MAX_TREE_DEPTH`) is
