@@ -1,4 +1,4 @@
-"""The OpenAI-compatible provider's settings: the three variables, read and checked in one place.
+"""The OpenAI-compatible provider's settings: its variables, read and checked in one place.
 
 Shared by every planner that talks to such a provider, wherever it runs: the
 built-in ``openai`` planner reads them from the environment; the LazyCloud
@@ -27,6 +27,39 @@ API_KEY_ENV = "CODING_AGENT_API_KEY"
 #: The three variables, in the order messages name them; also the names of the
 #: workspace secrets a remote planner receives them as.
 PROVIDER_SECRET_NAMES = (BASE_URL_ENV, MODEL_ENV, API_KEY_ENV)
+#: Optional, for Azure OpenAI and the like: the ``api-version`` query parameter of every request.
+API_VERSION_ENV = "CODING_AGENT_API_VERSION"
+#: Optional: the header the key is sent in, as itself (``api-key``), instead of
+#: ``Authorization: Bearer KEY``.
+AUTH_HEADER_ENV = "CODING_AGENT_AUTH_HEADER"
+
+#: Azure's versions read ``2024-06-01`` or ``2024-08-01-preview``; this leaves room for others'.
+API_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,63}")
+#: An HTTP header name as providers use them (``api-key``, ``x-api-key``).
+HEADER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
+#: Headers the transport sets itself or that carry the connection: a key sent in one of
+#: them would replace what makes the request work, or leave with the request's framing.
+RESERVED_HEADERS = frozenset(
+    {
+        "accept",
+        "accept-encoding",
+        "connection",
+        "content-encoding",
+        "content-length",
+        "content-type",
+        "cookie",
+        "expect",
+        "host",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "user-agent",
+    }
+)
 
 MAX_MODEL_CHARS = 160
 #: Far above any real base URL; a longer value is a mistake and would flood every message.
@@ -37,15 +70,51 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 @attrs.frozen
 class ProviderSettings:
-    """Where and how to reach the provider; the key never appears in ``repr``."""
+    """Where and how to reach the provider; the key never appears in ``repr``.
+
+    :ivar api_version: the ``api-version`` query parameter of every request (Azure), if any.
+    :ivar auth_header: the header the key goes in: ``Authorization`` (as ``Bearer KEY``),
+        or another name (``api-key``) that carries the key as it is.
+    """
 
     base_url: str
     model: str
     api_key: str = attrs.field(repr=False)
+    api_version: str | None = None
+    auth_header: str = "Authorization"
 
     @property
     def completions_url(self) -> str:
+        """The endpoint, without the query: what records and messages show."""
         return self.base_url.rstrip("/") + "/chat/completions"
+
+    @property
+    def request_url(self) -> str:
+        """Where the request goes: the endpoint and, if set, its ``api-version``."""
+        query = f"?api-version={self.api_version}" if self.api_version else ""
+        return self.completions_url + query
+
+    @property
+    def has_no_path(self) -> bool:
+        """Whether the base URL is a bare host (``https://api.openai.com``), which few
+        providers serve chat completions under."""
+        return urlsplit(self.base_url).path.strip("/") == ""
+
+    def key_headers(self) -> dict[str, str]:
+        """The one header that carries the key."""
+        if self.auth_header.lower() == "authorization":
+            return {"Authorization": f"Bearer {self.api_key}"}
+        return {self.auth_header: self.api_key}
+
+    def shown(self) -> str:
+        """The settings as ``agent doctor`` shows them: everything but the key."""
+        parts = [self.base_url, f"model {self.model}"]
+        if self.api_version:
+            parts.append(f"api-version {self.api_version}")
+        bearer = self.auth_header.lower() == "authorization"
+        where = "" if bearer else f" in header {self.auth_header}"
+        parts.append(f"{API_KEY_ENV} set{where} (not shown)")
+        return ", ".join(parts)
 
 
 def is_loopback(host: str) -> bool:
@@ -63,7 +132,9 @@ def check_base_url(url: str) -> str:
 
     The rule, which every message states as it applies: an ``https`` URL, or a plain
     ``http`` one for this machine (``localhost``, 127.0.0.0/8, ``::1``), with a host,
-    no credentials, no query or fragment, and a path ending in ``/v1``.
+    no credentials, and no query or fragment. Any path will do (``/v1``,
+    ``/v1beta/openai``, ``/openai/deployments/NAME``, none): the planner posts to
+    ``BASE/chat/completions``.
     """
     if len(url) > MAX_BASE_URL_CHARS:
         raise ConfigurationError(
@@ -95,19 +166,49 @@ def check_base_url(url: str) -> str:
         )
     if "?" in url or "#" in url:
         raise ConfigurationError(f"{BASE_URL_ENV} must not have a query or fragment (got {url!r})")
-    if not parts.path.rstrip("/").endswith("/v1"):
-        suggestion = urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/v1"))
-        http = "plain http is fine for a server on this machine; " if parts.scheme == "http" else ""
-        raise ConfigurationError(
-            f"{BASE_URL_ENV} must end in /v1, such as {suggestion} "
-            f"({http}the planner appends /chat/completions itself) (got {url!r})"
-        )
     return url
+
+
+def no_path_hint(base_url: str) -> str:
+    """What to try when a bare host answers 404: most providers serve under ``/v1``."""
+    parts = urlsplit(base_url)
+    suggestion = urlunsplit(parts._replace(path="/v1"))
+    return (
+        f"{BASE_URL_ENV} has no path, and most providers serve chat completions under one, "
+        f"such as {suggestion}"
+    )
+
+
+def check_api_version(value: str) -> str:
+    """Return ``value`` if it is a usable ``api-version``; raise :class:`ConfigurationError`."""
+    if not API_VERSION.fullmatch(value):
+        raise ConfigurationError(
+            f"{API_VERSION_ENV} must be a version such as 2024-06-01: at most 64 letters, "
+            f"digits, '-' and '.' (got {CONTROL.sub('?', value[:80])!r})"
+        )
+    return value
+
+
+def check_auth_header(value: str) -> str:
+    """Return ``value`` if the key may be sent in a header of that name; raise
+    :class:`ConfigurationError`."""
+    if not HEADER_NAME.fullmatch(value):
+        raise ConfigurationError(
+            f"{AUTH_HEADER_ENV} must be a header name such as api-key: at most 64 letters, "
+            f"digits and '-' (got {CONTROL.sub('?', value[:80])!r})"
+        )
+    if value.lower() in RESERVED_HEADERS:
+        raise ConfigurationError(
+            f"{AUTH_HEADER_ENV} cannot be {value}: the planner sets that header itself or it "
+            "belongs to the connection; use the header your provider reads the key from, "
+            "such as api-key"
+        )
+    return value
 
 
 _LOOPBACK = "localhost, 127.0.0.0/8 and ::1"
 _URL_RULE = (
-    f"use an https URL ending in /v1, such as https://api.openai.com/v1, or plain http "
+    f"use an https URL, such as https://api.openai.com/v1, or plain http "
     f"for a server on this machine ({_LOOPBACK}), such as http://localhost:11434/v1"
 )
 
@@ -145,7 +246,16 @@ def settings_from_environment(
         raise ConfigurationError(
             f"{API_KEY_ENV} contains spaces or characters that cannot be sent in an HTTP header"
         )
-    return ProviderSettings(check_base_url(values[BASE_URL_ENV]), model, key)
+    base_url = check_base_url(values[BASE_URL_ENV])
+    version = environ.get(API_VERSION_ENV, "").strip()
+    header = environ.get(AUTH_HEADER_ENV, "").strip()
+    return ProviderSettings(
+        base_url,
+        model,
+        key,
+        api_version=check_api_version(version) if version else None,
+        auth_header=check_auth_header(header) if header else "Authorization",
+    )
 
 
 #: A key shorter than this is a placeholder a local server ignores (``x``, ``EMPTY``,

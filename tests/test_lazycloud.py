@@ -366,6 +366,23 @@ def test_not_logged_in_is_a_configuration_error_saying_to_log_in(
     assert control_plane.requests == []
 
 
+def test_configure_refuses_azure_settings_its_function_cannot_receive(
+    lazycloud: RunAgent, control_plane: ControlPlane
+) -> None:
+    for extra, named in (
+        ({"CODING_AGENT_API_VERSION": "2024-06-01"}, "CODING_AGENT_API_VERSION is not supported"),
+        ({"CODING_AGENT_AUTH_HEADER": "api-key"}, "CODING_AGENT_AUTH_HEADER is not supported"),
+    ):
+        run = lazycloud("lazycloud", "configure", extra=extra)
+
+        assert run.returncode == 2, run.stderr
+        line = one_clear_line(run)
+        assert named in line, line
+        assert "nothing was stored" in line, line
+        assert API_KEY not in run.stdout + run.stderr
+    assert control_plane.secrets == {}
+
+
 def test_unreachable_control_plane_is_a_remote_error_naming_the_endpoint(
     lazycloud: RunAgent, control_plane: ControlPlane, write_plan: Callable[..., Path]
 ) -> None:

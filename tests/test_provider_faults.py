@@ -292,7 +292,7 @@ def test_connection_refused_is_retried_then_named(unused_port: int, tmp_path: Pa
         (400, "rejected the request"),
         (401, "refused the API key"),
         (403, "denied this key access"),
-        (404, "ends in /v1 and that CODING_AGENT_MODEL names a model"),
+        (404, "serves /chat/completions under, and that CODING_AGENT_MODEL names a model"),
     ],
 )
 def test_client_errors_are_not_retried_and_quote_the_provider_without_the_key(

@@ -283,7 +283,7 @@ def test_refused_key_is_reported_without_showing_it(
         ({"CODING_AGENT_BASE_URL": "http://example.com/v1"}, "plain http"),
         ({"CODING_AGENT_BASE_URL": "https://user:hunter2@example.com/v1"}, "credentials"),
         ({"CODING_AGENT_BASE_URL": "https://example.com/v1?key=x"}, "query"),
-        ({"CODING_AGENT_BASE_URL": "https://example.com/api"}, "/v1"),
+        ({"CODING_AGENT_API_VERSION": "2024-06-01?x"}, "CODING_AGENT_API_VERSION"),
         ({"CODING_AGENT_MODEL": "m" * 161}, "160"),
         # A str with a lone surrogate reaches the program as the raw byte 0xff.
         ({"CODING_AGENT_BASE_URL": "https://example.com\udcff/v1"}, "not valid UTF-8"),
@@ -301,7 +301,7 @@ def test_refused_key_is_reported_without_showing_it(
         "http",
         "credentials",
         "query",
-        "no-v1",
+        "bad-api-version",
         "long-model",
         "url-not-utf8",
         "model-not-utf8",

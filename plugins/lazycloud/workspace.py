@@ -14,8 +14,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sandboxed_coding_agent.core.errors import ProviderError, SandboxError
-from sandboxed_coding_agent.core.provider import PROVIDER_SECRET_NAMES, settings_from_environment
+from sandboxed_coding_agent.core.errors import ConfigurationError, ProviderError, SandboxError
+from sandboxed_coding_agent.core.provider import (
+    API_VERSION_ENV,
+    AUTH_HEADER_ENV,
+    PROVIDER_SECRET_NAMES,
+    settings_from_environment,
+)
 
 from .names import APP_SLUG, FUNCTION_NAME, SANDBOX_NAME
 from .remote import Deadlines, bounded, endpoint_in_use, translated
@@ -25,8 +30,21 @@ def configure(environ: Mapping[str, str], deadlines: Deadlines) -> list[str]:
     """Store the three provider variables of ``environ`` as workspace secrets; their names.
 
     :raises ConfigurationError: a variable is missing or invalid (checked as the
-        local planner checks it), before anything is stored.
+        local planner checks it), or one the deployed function cannot receive is set
+        (``CODING_AGENT_API_VERSION``, ``CODING_AGENT_AUTH_HEADER``), before anything
+        is stored.
     """
+    # The function is deployed with exactly the three secrets; an Azure-style provider
+    # configured here would be called remotely without its api-version or header.
+    unsupported = [name for name in (API_VERSION_ENV, AUTH_HEADER_ENV) if environ.get(name, "")]
+    if unsupported:
+        named = " and ".join(unsupported)
+        raise ConfigurationError(
+            f"{named} {'is' if len(unsupported) == 1 else 'are'} not supported by the "
+            f"LazyCloud planner, whose function receives only {', '.join(PROVIDER_SECRET_NAMES)}; "
+            f"nothing was stored (unset {named}, or use the openai planner on this machine "
+            "for a provider that needs them)"
+        )
     settings = settings_from_environment(
         environ, missing_hint="before `agent lazycloud configure` stores them as secrets"
     )

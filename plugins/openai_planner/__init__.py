@@ -1,9 +1,12 @@
 """The built-in planner: one chat completion from an OpenAI-compatible provider.
 
-Configured by ``CODING_AGENT_BASE_URL`` (ending in ``/v1``), ``CODING_AGENT_MODEL``
-and ``CODING_AGENT_API_KEY``; per-run choices (timeout, retries, structured
-output) arrive as :class:`~sandboxed_coding_agent.core.model.PlannerOptions` in
-the request. The key is sent in the ``Authorization`` header and nowhere else,
+Configured by ``CODING_AGENT_BASE_URL`` (the request goes to its
+``/chat/completions``), ``CODING_AGENT_MODEL`` and ``CODING_AGENT_API_KEY``, and
+for Azure OpenAI and the like ``CODING_AGENT_API_VERSION`` (the ``api-version``
+query parameter) and ``CODING_AGENT_AUTH_HEADER`` (``api-key``); per-run choices
+(timeout, retries, structured output) arrive as
+:class:`~sandboxed_coding_agent.core.model.PlannerOptions` in the request. The
+key is sent in the ``Authorization`` header (or the one named) and nowhere else,
 and is scrubbed from anything the provider echoes back. httpx is imported only
 when a plan is requested.
 

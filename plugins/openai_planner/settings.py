@@ -1,4 +1,4 @@
-"""The provider's three environment variables (read and checked by
+"""The provider's environment variables (read and checked by
 :mod:`sandboxed_coding_agent.core.provider`) and the doctor check that reports them."""
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from sandboxed_coding_agent.core.errors import ConfigurationError
 from sandboxed_coding_agent.core.model import Finding
 from sandboxed_coding_agent.core.provider import (
     API_KEY_ENV,
+    API_VERSION_ENV,
+    AUTH_HEADER_ENV,
     BASE_URL_ENV,
     CONTROL,
     MAX_BASE_URL_CHARS,
@@ -18,11 +20,14 @@ from sandboxed_coding_agent.core.provider import (
     ProviderSettings,
     check_base_url,
     is_loopback,
+    no_path_hint,
     settings_from_environment,
 )
 
 __all__ = [
     "API_KEY_ENV",
+    "API_VERSION_ENV",
+    "AUTH_HEADER_ENV",
     "BASE_URL_ENV",
     "CONTROL",
     "MAX_BASE_URL_CHARS",
@@ -33,6 +38,7 @@ __all__ = [
     "ProviderVariables",
     "check_base_url",
     "is_loopback",
+    "no_path_hint",
     "settings_from_environment",
 ]
 
@@ -57,5 +63,16 @@ class ProviderVariables:
                     "(or test plan files with `agent run --plan`)",
                 )
             ]
-        detail = f"{settings.base_url}, model {settings.model}, {API_KEY_ENV} set (not shown)"
-        return [Finding("provider variables", ok=True, detail=detail)]
+        findings = [Finding("provider variables", ok=True, detail=settings.shown())]
+        if settings.has_no_path:
+            findings.append(
+                Finding(
+                    "provider base URL",
+                    ok=False,
+                    detail=no_path_hint(settings.base_url),
+                    fix=f"if the provider answers 404, add its path to {BASE_URL_ENV} "
+                    "(the planner posts to BASE/chat/completions, whatever BASE is)",
+                    required=False,
+                )
+            )
+        return findings

@@ -19,7 +19,7 @@ from sandboxed_coding_agent.core.errors import ConfigurationError
 from .answer import provider_message
 from .call import PlannerCall
 from .prompt import encode_body
-from .settings import API_KEY_ENV, BASE_URL_ENV, MODEL_ENV, is_loopback
+from .settings import API_KEY_ENV, BASE_URL_ENV, MODEL_ENV, is_loopback, no_path_hint
 
 if TYPE_CHECKING:
     import httpx
@@ -280,13 +280,13 @@ def _post(
     """Send the request; the status, headers and (bounded) body of the answer."""
     content = encode_body(body)
     headers = {
-        "Authorization": f"Bearer {call.settings.api_key}",
+        **call.settings.key_headers(),
         "Content-Type": "application/json",
         "Accept": "application/json",
         # An encoded answer could inflate past the bound in one chunk; ask for it plain.
         "Accept-Encoding": "identity",
     }
-    url = call.settings.completions_url
+    url = call.settings.request_url
     with client.stream("POST", url, content=content, headers=headers) as response:
         # httpx decodes gzip and deflate (br and zstd too, when installed), stacked as well,
         # whatever was asked for: a few KB on the wire can inflate to gigabytes.
@@ -329,10 +329,14 @@ def _status_problem(answer: _Answer, call: PlannerCall) -> str:
     elif status == 403:
         advice = f"the provider denied this key access to the model or endpoint ({label})"
     elif status == 404:
-        advice = (
-            f"the provider answered {label}: check that {BASE_URL_ENV} ends in /v1 "
-            f"and that {MODEL_ENV} names a model it serves"
+        model = f"{MODEL_ENV} names a model it serves"
+        where = (
+            f"{no_path_hint(call.settings.base_url)}; check too that {model}"
+            if call.settings.has_no_path
+            else f"check that {BASE_URL_ENV} is the URL the provider serves /chat/completions "
+            f"under, and that {model}"
         )
+        advice = f"the provider answered {label} for {call.settings.completions_url}: {where}"
     elif status == 429:
         advice = f"rate limited by the provider ({label}){tries}"
     elif 300 <= status < 400:
