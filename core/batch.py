@@ -19,11 +19,13 @@ from . import run_records
 from .batch_results import (
     RESULT_FORMAT,
     STATUSES,
+    ModelTally,
     ResultsFile,
     TaskError,
     TaskResult,
     blank_key,
     parse_results,
+    per_model,
     read_results,
     without_key,
 )
@@ -39,7 +41,7 @@ from .batch_tasks import (
     supported_run_options,
 )
 from .errors import AgentError, PlanRejected
-from .model import RunResult, TokenUsage
+from .model import PlannerOptions, RunResult, TokenUsage
 from .plugins import PluginHost, PluginInfo
 
 __all__ = [
@@ -50,12 +52,14 @@ __all__ = [
     "STATUSES",
     "BatchTask",
     "InvalidLine",
+    "ModelTally",
     "ResultsFile",
     "TaskError",
     "TaskLine",
     "TaskResult",
     "blank_key",
     "parse_results",
+    "per_model",
     "read_results",
     "read_task_lines",
     "read_tasks",
@@ -91,9 +95,14 @@ def run_task(
     *,
     plugins: Sequence[PluginInfo],
     environ: Mapping[str, str] = os.environ,
+    model: str | None = None,
 ) -> TaskResult:
-    """Run one task as ``agent run`` would, recorded; any error becomes its result."""
+    """Run one task as ``agent run`` would, recorded; any error becomes its result.
+
+    :param model: the model for a task that names none (``agent batch --model``).
+    """
     task = task_line.task
+    model = task.model or model
     started = time.monotonic()
     run_id = run_records.new_run_id()
     result: RunResult | None = None
@@ -110,6 +119,7 @@ def run_task(
             plugins=plugins,
             run_id=run_id,
             environ=environ,
+            planner_options=PlannerOptions(model=model),
             **{name: value for name, value in options.items() if value is not None},
         )
         status = "passed" if result.tests_passed else "failed"
@@ -136,6 +146,7 @@ def run_task(
         prompt=task.prompt,
         planner=task.planner,
         runner=task.runner,
+        model=model,
         tokens=tokens_of(result) if result is not None else 0,
         run_id=run_id if kept else None,
         result=result,

@@ -21,7 +21,7 @@ import math
 import os
 import stat
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -94,6 +94,9 @@ class TaskResult:
     :ivar error: the error it ended in, when it did.
     :ivar resolution: for a graded seed, the run's resolution (``FULL``, ``PARTIAL``,
         ``NO``; the grade itself is ``result.grade``); ``None`` otherwise.
+    :ivar model: the model the planner was asked for (the task's ``model``, or ``agent
+        batch --model``); ``None`` for the planner's default. The model that answered
+        is ``result.model``.
     """
 
     id: str
@@ -105,11 +108,51 @@ class TaskResult:
     prompt: str | None = None
     planner: str | None = None
     runner: str | None = None
+    model: str | None = None
     tokens: int = attrs.field(default=0, validator=_count)
     run_id: str | None = None
     result: RunResult | None = None
     error: TaskError | None = None
     format: int = RESULT_FORMAT
+
+
+@attrs.frozen
+class ModelTally:
+    """How the tasks that asked for one model did, so that one batch compares models.
+
+    :ivar model: the model asked for; ``None`` for the planner's default.
+    :ivar tasks: the tasks that asked for it.
+    :ivar passed: those whose tests passed.
+    :ivar tokens: tokens of their planner calls.
+    """
+
+    model: str | None
+    tasks: int
+    passed: int
+    tokens: int
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passed / self.tasks if self.tasks else 0.0
+
+    @property
+    def label(self) -> str:
+        return self.model if self.model is not None else "(default model)"
+
+
+def per_model(results: Iterable[TaskResult]) -> list[ModelTally]:
+    """A tally per model asked for, in the order each first appears; empty when the
+    tasks asked for fewer than two models (there is nothing to compare)."""
+    tallies: dict[str | None, ModelTally] = {}
+    for result in results:
+        tally = tallies.get(result.model, ModelTally(result.model, 0, 0, 0))
+        tallies[result.model] = ModelTally(
+            result.model,
+            tally.tasks + 1,
+            tally.passed + (result.status == "passed"),
+            tally.tokens + result.tokens,
+        )
+    return list(tallies.values()) if len(tallies) > 1 else []
 
 
 def blank_key(text: str, environ: Mapping[str, str] = os.environ) -> str:

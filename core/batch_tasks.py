@@ -2,7 +2,8 @@
 
 A tasks file holds one JSON object per line (blank lines and lines starting
 with ``#`` are skipped), each naming a ``seed`` and optionally an ``id``, a
-``prompt``, ``attempts``, ``candidates``, a ``planner`` and a ``runner``. A
+``prompt``, ``attempts``, ``candidates``, a ``planner``, a ``runner`` and a
+``model``. A
 task's ID is its ``id`` or ``line-N`` (its line number); results are keyed by
 it, so ``--resume`` can skip what is done.
 """
@@ -23,7 +24,7 @@ import attrs
 from . import orchestrator
 from .contract import _no_duplicate_keys
 from .errors import UsageError
-from .model import MAX_ATTEMPTS, MAX_CANDIDATES, LimitError
+from .model import MAX_ATTEMPTS, MAX_CANDIDATES, LimitError, model_name
 from .serialization import describe_structure_error, structure
 
 #: Options a task line may give that only some versions of ``orchestrator.run`` take.
@@ -70,6 +71,8 @@ class BatchTask:
     :ivar candidates: as ``agent run --candidates``.
     :ivar planner: the planner backend.
     :ivar runner: the test runner.
+    :ivar model: the model to ask the planner for (``agent run --model``); ``agent
+        batch --model``'s, or the planner's default, when not given.
     """
 
     seed: str
@@ -79,6 +82,7 @@ class BatchTask:
     candidates: int | None = attrs.field(default=None, validator=_between(1, MAX_CANDIDATES))
     planner: str = "openai"
     runner: str = "local"
+    model: str | None = attrs.field(default=None, validator=model_name)
 
 
 @attrs.frozen

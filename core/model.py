@@ -71,6 +71,33 @@ class PatchPlan:
         return tuple(f.path for f in self.files)
 
 
+def check_model_name(name: str, what: str) -> str:
+    """Return ``name`` if it can name a model, as ``CODING_AGENT_MODEL`` is checked: not
+    blank, UTF-8 text of at most ``MAX_MODEL_CHARS`` characters, no control characters.
+
+    :param what: how messages name the value (``--model``, ``'model'``).
+    :raises LimitError: it cannot.
+    """
+    from .provider import CONTROL, MAX_MODEL_CHARS  # provider imports this module
+
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise LimitError(f"{what} is not valid UTF-8 text") from None
+    if not name.strip() or len(name) > MAX_MODEL_CHARS or CONTROL.search(name):
+        raise LimitError(
+            f"{what} must be a model name of 1 to {MAX_MODEL_CHARS} characters with no "
+            f"control characters, not {name[:MAX_MODEL_CHARS]!r}"
+        )
+    return name
+
+
+def model_name(_: object, attribute: Any, value: str | None) -> None:
+    """A validator: ``None``, or a name :func:`check_model_name` accepts."""
+    if value is not None:
+        check_model_name(value, repr(attribute.name))
+
+
 @attrs.frozen
 class PlannerOptions:
     """Per-run choices about how the planner talks to its provider, set from the command line.
@@ -86,12 +113,17 @@ class PlannerOptions:
         for the most likely answer; ``agent run --candidates K`` with K above 1 asks for
         :data:`CANDIDATE_TEMPERATURE` unless ``--temperature`` says otherwise, so that the
         candidates differ.
+    :ivar model: the model to ask for (``agent run --model``, a batch task's ``model``)
+        instead of the planner's own default (``CODING_AGENT_MODEL`` for the built-in
+        planner); ``None`` for that default. A planner that has no choice of model
+        ignores it.
     """
 
     timeout_seconds: float = attrs.field(default=90.0, converter=float, validator=v.gt(0))
     max_retries: int = attrs.field(default=3, validator=[v.ge(0), v.le(10)])
     structured_output: bool = False
     temperature: float = attrs.field(default=0.0, validator=[v.ge(0.0), v.le(2.0)])
+    model: str | None = attrs.field(default=None, validator=model_name)
 
 
 #: The temperature parallel candidates ask for unless told otherwise: above 0, so that
@@ -414,6 +446,9 @@ class RunResult:
     :ivar grade: for a graded seed (``fail_to_pass``, ``pass_to_pass``), what became of
         each listed test and the resolution (``FULL``, ``PARTIAL``, ``NO``), on which
         ``tests_passed`` rests; ``None`` for a seed without those lists.
+    :ivar requested_model: the model the run asked the planner for (``agent run
+        --model``, a batch task's ``model``); ``None`` when it asked for the planner's
+        default. ``model`` is the one the provider says answered.
     """
 
     seed: str
@@ -442,6 +477,7 @@ class RunResult:
     run_id: str | None = None
     test_report: TestReport | None = None
     grade: Grade | None = None
+    requested_model: str | None = None
 
 
 @attrs.frozen

@@ -101,6 +101,9 @@ def run(
         raise UsageError(
             "--attempts and --candidates need a planner: a plan file is the same plan every time"
         )
+    options = planner_options or PlannerOptions()
+    if plan is not None and options.model is not None:
+        raise UsageError("--model needs a planner: a plan file names no model")
     if limits is not None:
         seed = attrs.evolve(seed, limits=limits)
     files = seed.read_files()
@@ -118,7 +121,7 @@ def run(
         instruction=instruction or seed.default_prompt,
         files=files,
         context=context,
-        options=planner_options or PlannerOptions(),
+        options=options,
         progress=progress,
         attempts=attempts,
         parallel=candidates > 1,
@@ -128,4 +131,4 @@ def run(
     )
     # One candidate runs in this thread, so that Ctrl-C reaches its sandbox as it always has.
     found = search.in_parallel(candidates) if candidates > 1 else [search.candidate(1)]
-    return search.result(found)
+    return attrs.evolve(search.result(found), requested_model=options.model)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from .batch import STATUSES, TaskResult
+from .batch import STATUSES, TaskResult, per_model
 from .grading import RESOLUTIONS, Grade
 
 _RESOLUTION_KINDS = {"FULL": "passed", "PARTIAL": "partial", "NO": "failed"}
@@ -19,6 +19,8 @@ _RESOLUTION_KINDS = {"FULL": "passed", "PARTIAL": "partial", "NO": "failed"}
 _CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em; color: #1d1d1f; }
 h1 { font-size: 1.5em; margin-bottom: .2em; }
+h2 { font-size: 1.15em; margin: 1.2em 0 .4em; }
+table.models { width: auto; margin-bottom: 1em; }
 .summary { display: flex; gap: 1.5em; flex-wrap: wrap; margin: 1em 0 1.5em; }
 .summary div { background: #f4f4f6; border-radius: 6px; padding: .5em .9em; }
 .summary b { display: block; font-size: 1.4em; }
@@ -40,7 +42,8 @@ code { font-size: .95em; }
 
 
 def render_html(results: Sequence[TaskResult], title: str) -> str:
-    """The page for ``results``: pass rate, counts, and a row per task with its details."""
+    """The page for ``results``: pass rate, counts, the pass rate and tokens per model when
+    the tasks asked for several, and a row per task with its details."""
     total = len(results)
     passed = sum(1 for r in results if r.status == "passed")
     rate = f"{100 * passed / total:.1f}%" if total else "n/a"
@@ -53,6 +56,7 @@ def render_html(results: Sequence[TaskResult], title: str) -> str:
             for name in RESOLUTIONS
         )
     rows = "\n".join(_row(result) for result in results)
+    models = _models(results)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -71,7 +75,7 @@ def render_html(results: Sequence[TaskResult], title: str) -> str:
 <div><b>{sum(r.tokens for r in results):,}</b>tokens</div>
 <div><b>{sum(r.seconds for r in results):.1f} s</b>task time</div>
 </div>
-<table>
+{models}<table>
 <thead><tr><th>task</th><th>seed</th><th>verdict</th><th>resolution</th>
 <th class="num">attempts</th>
 <th class="num">tokens</th><th class="num">time</th><th>details</th></tr></thead>
@@ -84,12 +88,36 @@ def render_html(results: Sequence[TaskResult], title: str) -> str:
 """
 
 
+def _models(results: Sequence[TaskResult]) -> str:
+    """A table of the pass rate and tokens per model, when the tasks asked for several."""
+    tallies = per_model(results)
+    if not tallies:
+        return ""
+    rows = "\n".join(
+        f'<tr><td><code>{escape(tally.label)}</code></td><td class="num">{tally.tasks}</td>'
+        f'<td class="num">{tally.passed}</td>'
+        f'<td class="num">{100 * tally.pass_rate:.1f}% ({tally.passed} of {tally.tasks})</td>'
+        f'<td class="num">{tally.tokens:,}</td></tr>'
+        for tally in tallies
+    )
+    return f"""<h2>by model</h2>
+<table class="models">
+<thead><tr><th>model</th><th class="num">tasks</th><th class="num">passed</th>
+<th class="num">pass rate</th><th class="num">tokens</th></tr></thead>
+<tbody>
+{rows}
+</tbody>
+</table>
+<h2>tasks</h2>
+"""
+
+
 def _row(result: TaskResult) -> str:
     kind = "error" if result.status.endswith("-error") else result.status
     attempts = (len(result.result.attempts) or 1) if result.result is not None else 0
     return (
         f"<tr><td><code>{escape(result.id)}</code><br><small>line {result.line}</small></td>"
-        f"<td>{escape(result.seed)}</td>"
+        f"<td>{escape(result.seed)}{_model(result)}</td>"
         f'<td><span class="status {kind}">{escape(result.status)}</span></td>'
         f"<td>{_resolution(result)}</td>"
         f'<td class="num">{attempts}</td>'
@@ -97,6 +125,12 @@ def _row(result: TaskResult) -> str:
         f'<td class="num">{result.seconds:.1f} s</td>'
         f"<td>{_details(result)}</td></tr>"
     )
+
+
+def _model(result: TaskResult) -> str:
+    if result.model is None:
+        return ""
+    return f"<br><small>model <code>{escape(result.model)}</code></small>"
 
 
 def _resolution(result: TaskResult) -> str:

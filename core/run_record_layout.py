@@ -145,6 +145,8 @@ class RunRecord:
     :ivar plugins: the plugins loaded, with their versions.
     :ivar result: the run's result, when it ended in one.
     :ivar error: the error it ended in, when it did.
+    :ivar model: the model the planner was asked for (``agent run --model``, a batch
+        task's ``model``); ``None`` for the planner's default.
     :ivar format: version of this layout.
     """
 
@@ -165,6 +167,7 @@ class RunRecord:
     plugins: tuple[PluginVersion, ...]
     result: RunResult | None = None
     error: RecordedError | None = None
+    model: str | None = None
     format: int = RUN_RECORD_FORMAT
 
 

@@ -191,6 +191,7 @@ def run_recorded(
             files=files,
             instruction=options.get("instruction") or seed.default_prompt,
             planner=planner.name if planner is not None else None,
+            model=getattr(options.get("planner_options"), "model", None),
             runner=runner.name,
             plans=plans,
             tests=tests,
@@ -231,6 +232,7 @@ def _record(
     files: dict[str, bytes] | None,
     instruction: str,
     planner: str | None,
+    model: str | None,
     runner: str,
     plans: list[RecordedPlan],
     tests: list[tuple[SandboxJob, SandboxOutcome]],
@@ -269,6 +271,7 @@ def _record(
         planner=planner,
         runner=runner,
         plans=tuple(plans),
+        model=model,
         tests=recorded_tests,
         chosen_test=chosen,
         originals={

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
-from .options import DebugOption
+from .options import DebugOption, checked_model
 
 if TYPE_CHECKING:
     from ..batch import TaskLine, TaskResult
@@ -31,7 +31,7 @@ def batch(
         Path,
         typer.Argument(
             help="Tasks file: one JSON object per line, each with a seed and optionally an id, "
-            "prompt, attempts, candidates, planner and runner.",
+            "prompt, attempts, candidates, planner, runner and model.",
             dir_okay=False,
         ),
     ],
@@ -49,6 +49,14 @@ def batch(
         bool,
         typer.Option("--resume", help="Skip the tasks whose result is already in --out."),
     ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            help="Model to ask the planner for in the tasks that name none "
+            "(default: CODING_AGENT_MODEL).",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the summary as one JSON object on stdout.")
     ] = False,
@@ -59,6 +67,7 @@ def batch(
     from . import terminal
 
     with terminal.reporting(as_json, debug):
+        model = checked_model(model)
         lines = batching.read_task_lines(tasks)
         todo, invalid = batching.read_tasks(lines, batching.supported_run_options())
         for problem in invalid:
@@ -83,7 +92,9 @@ def batch(
             try:
                 batching.run_tasks(
                     waiting,
-                    lambda task_line: batching.run_task(task_line, host, plugins=plugins),
+                    lambda task_line: batching.run_task(
+                        task_line, host, plugins=plugins, model=model
+                    ),
                     jobs=jobs,
                     started=progress.started,
                     finished=finished,
@@ -174,7 +185,7 @@ class _Progress:
 
 
 def _summary(results: list[TaskResult], invalid: int, ran: int, wall: float) -> dict[str, Any]:
-    from ..batch import STATUSES
+    from ..batch import STATUSES, per_model
     from ..grading import RESOLUTIONS
 
     counts = {status: sum(1 for r in results if r.status == status) for status in STATUSES}
@@ -186,6 +197,17 @@ def _summary(results: list[TaskResult], invalid: int, ran: int, wall: float) -> 
         "resolutions": resolutions,
         "invalid_lines": invalid,
         "tokens": sum(r.tokens for r in results),
+        # Tasks that asked for more than one model: how each model did (else empty).
+        "models": [
+            {
+                "model": tally.model,
+                "tasks": tally.tasks,
+                "passed": tally.passed,
+                "pass_rate": round(tally.pass_rate, 4),
+                "tokens": tally.tokens,
+            }
+            for tally in per_model(results)
+        ],
         "task_seconds": round(sum(r.seconds for r in results), 3),
         "ran": ran,
         "wall_seconds": round(wall, 3),
@@ -197,6 +219,15 @@ def _print_summary(summary: dict[str, Any]) -> None:
     rows = [(_LABELS[status], f"{n:,}") for status, n in summary["counts"].items()]
     if any(summary["resolutions"].values()):  # only a batch with graded seeds
         rows += [(f"resolved {name}", f"{n:,}") for name, n in summary["resolutions"].items()]
+    for tally in summary["models"]:  # only a batch whose tasks asked for several models
+        name = tally["model"] if tally["model"] is not None else "(default model)"
+        rows.append(
+            (
+                f"model {name}",
+                f"{tally['passed']:,}/{tally['tasks']:,} passed "
+                f"({100 * tally['pass_rate']:.1f}%), {tally['tokens']:,} tokens",
+            )
+        )
     rows += [
         ("invalid lines", f"{summary['invalid_lines']:,}"),
         ("tasks with results", f"{summary['tasks']:,}"),

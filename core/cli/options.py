@@ -48,6 +48,17 @@ PolicyParamOption = Annotated[
 ]
 
 
+def checked_model(name: str | None) -> str | None:
+    """``--model``, checked as ``CODING_AGENT_MODEL`` is."""
+    from ..errors import UsageError
+    from ..model import LimitError, check_model_name
+
+    try:
+        return None if name is None else check_model_name(name, "--model")
+    except LimitError as error:
+        raise UsageError(str(error)) from None
+
+
 def group(help_text: str) -> typer.Typer:
     """A command group (``agent seeds``, ``agent plugins``, ...) formatted like ``agent``."""
     return typer.Typer(

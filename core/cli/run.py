@@ -26,6 +26,7 @@ from .options import (
     PolicyOption,
     PolicyParamOption,
     SeedOption,
+    checked_model,
 )
 from .terminal import echo, has_record, load_plugins, print_json, reporting, say
 
@@ -182,6 +183,13 @@ def run(
             "--candidates above 1 so that the candidates differ).",
         ),
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            help="Model to ask the planner for, in place of CODING_AGENT_MODEL (not with --plan).",
+        ),
+    ] = None,
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = None,
     policy_param: PolicyParamOption = None,
@@ -193,8 +201,8 @@ def run(
     The default planner, openai, asks an OpenAI-compatible provider that three
     environment variables name: CODING_AGENT_BASE_URL (https, or plain http for a
     server on this machine, ending in /v1), CODING_AGENT_MODEL and
-    CODING_AGENT_API_KEY. With --plan FILE no provider is needed. `agent doctor`
-    checks them.
+    CODING_AGENT_API_KEY (--model names another model for one run). With --plan
+    FILE no provider is needed. `agent doctor` checks them.
     """
     from .. import contract, policy_parameters, run_records
     from ..serialization import to_jsonable
@@ -244,6 +252,7 @@ def run(
                     if temperature is not None
                     else (CANDIDATE_TEMPERATURE if candidates > 1 else 0.0)
                 ),
+                model=checked_model(model),
             ),
             progress=say,
             attempts=attempts,
@@ -327,6 +336,11 @@ def _print_summary(result: RunResult) -> None:
         lines.append(
             f"provider call:   {took}, response {result.response_id or '(no ID)'} "
             f"from {result.model or 'an unnamed model'}"
+            + (
+                f" (asked for {result.requested_model})"
+                if result.requested_model not in (None, result.model)
+                else ""
+            )
         )
         if has_record(result.planner_task_id):
             lines.append(f"record:          agent logs {result.planner_task_id}")

@@ -123,7 +123,10 @@ class OpenAICompatiblePlanner:
     draw: Callable[[], float] = attrs.field(default=random.random, repr=False)
 
     def plan(self, request: PlanRequest) -> PlannerResult:
-        call = PlannerCall(settings_from_environment(self.environ), request.options, self.name)
+        environ = self.environ
+        if request.options.model is not None:  # this run's model, in place of the variable's
+            environ = {**environ, MODEL_ENV: request.options.model}
+        call = PlannerCall(settings_from_environment(environ), request.options, self.name)
         try:
             result = self._plan(call, request)
         except AgentError as error:
