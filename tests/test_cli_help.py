@@ -37,5 +37,6 @@ def test_run_help_names_the_provider_variables() -> None:
 
     for variable in PROVIDER_VARIABLES:
         assert variable in text
-    assert "plain http for a server on this machine, ending in /v1" in text
+    assert "plain http for a server on this machine; requests go to its /chat/completions" in text
+    assert "ending in /v1" not in text
     assert "With --plan FILE no provider is needed" in text

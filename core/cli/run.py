@@ -200,7 +200,8 @@ def run(
 
     The default planner, openai, asks an OpenAI-compatible provider that three
     environment variables name: CODING_AGENT_BASE_URL (https, or plain http for a
-    server on this machine, ending in /v1), CODING_AGENT_MODEL and
+    server on this machine; requests go to its /chat/completions, such as
+    https://api.openai.com/v1/chat/completions), CODING_AGENT_MODEL and
     CODING_AGENT_API_KEY (--model names another model for one run). With --plan
     FILE no provider is needed. `agent doctor` checks them.
     """
