@@ -17,9 +17,9 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -309,32 +309,9 @@ def read_tasks(path: Path) -> tuple[list[TaskInstance], list[BadLine]]:
 
     :raises UsageError: the file cannot be read, or holds more than :data:`MAX_ENTRIES`.
     """
-    tasks: list[TaskInstance] = []
-    bad: list[BadLine] = []
-    seen: dict[str, int] = {}
-    for number, raw in read_lines(path, "tasks file"):
-        try:
-            data = json_object(number, raw)
-            if data is None:
-                continue
-            task = parse_task(number, data)
-        except BadLine as problem:
-            bad.append(problem)
-            continue
-        if task.instance_id in seen:
-            bad.append(
-                BadLine(
-                    number,
-                    f"{task.instance_id!r} was already given on line {seen[task.instance_id]}",
-                    "instance_id",
-                )
-            )
-            continue
-        seen[task.instance_id] = number
-        tasks.append(task)
-        if len(tasks) > MAX_ENTRIES:
-            raise UsageError(f"the tasks file {str(path)!r} holds more than {MAX_ENTRIES} tasks")
-    return tasks, bad
+    return _read_entries(
+        path, "tasks file", "tasks", parse_task, "was already given on line {line}"
+    )
 
 
 def parse_prediction(number: int, data: Mapping[str, Any]) -> Prediction:
@@ -368,32 +345,47 @@ def read_predictions(path: Path) -> tuple[list[Prediction], list[BadLine]]:
 
     :raises UsageError: the file cannot be read, or holds more than :data:`MAX_ENTRIES`.
     """
-    found: list[Prediction] = []
+    return _read_entries(
+        path,
+        "predictions file",
+        "predictions",
+        parse_prediction,
+        "already has a prediction on line {line}",
+    )
+
+
+_Entry = TypeVar("_Entry", TaskInstance, Prediction)
+
+
+def _read_entries(
+    path: Path,
+    what: str,
+    plural: str,
+    parse: Callable[[int, Mapping[str, Any]], _Entry],
+    again: str,
+) -> tuple[list[_Entry], list[BadLine]]:
+    """Each entry ``parse`` makes of a line of the file, one per instance, and the bad lines.
+
+    :param again: what a second entry for an instance is told, with ``{line}`` the first's.
+    """
+    found: list[_Entry] = []
     bad: list[BadLine] = []
     seen: dict[str, int] = {}
-    for number, raw in read_lines(path, "predictions file"):
+    for number, raw in read_lines(path, what):
         try:
             data = json_object(number, raw)
             if data is None:
                 continue
-            prediction = parse_prediction(number, data)
+            entry = parse(number, data)
         except BadLine as problem:
             bad.append(problem)
             continue
-        if prediction.instance_id in seen:
-            bad.append(
-                BadLine(
-                    number,
-                    f"{prediction.instance_id!r} already has a prediction on line "
-                    f"{seen[prediction.instance_id]}",
-                    "instance_id",
-                )
-            )
+        if entry.instance_id in seen:
+            message = f"{entry.instance_id!r} " + again.format(line=seen[entry.instance_id])
+            bad.append(BadLine(number, message, "instance_id"))
             continue
-        seen[prediction.instance_id] = number
-        found.append(prediction)
+        seen[entry.instance_id] = number
+        found.append(entry)
         if len(found) > MAX_ENTRIES:
-            raise UsageError(
-                f"the predictions file {str(path)!r} holds more than {MAX_ENTRIES} predictions"
-            )
+            raise UsageError(f"the {what} {str(path)!r} holds more than {MAX_ENTRIES} {plural}")
     return found, bad
