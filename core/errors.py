@@ -84,7 +84,13 @@ class ProviderError(AgentError):
 
 
 class PlanRejected(AgentError):
-    """One or more policies refused the plan; every reason is kept."""
+    """One or more policies refused the plan; every reason is kept.
+
+    :ivar answer: for a planner's answer it refused itself, that answer as its backend
+        wrote it (see :attr:`PlannerResult.answer
+        <sandboxed_coding_agent.core.model.PlannerResult.answer>`), so that the repair
+        attempt's conversation can show the model what it said; ``None`` otherwise.
+    """
 
     kind = "policy"
 
@@ -94,8 +100,10 @@ class PlanRejected(AgentError):
         *,
         planner_task_id: str | None = None,
         details: Mapping[str, Any] | None = None,
+        answer: str | None = None,
     ) -> None:
         self.rejections = tuple(rejections)
+        self.answer = answer
         lines = "\n".join(f"  {r.describe()}" for r in self.rejections)
         count = len(self.rejections)
         noun = "reason" if count == 1 else "reasons"

@@ -161,6 +161,10 @@ class Feedback:
         :data:`FEEDBACK_OUTPUT_CHARS` characters); ``None`` when not tested or withheld.
     :ivar note: what the agent says about the test instead of (or besides) its output,
         such as ``"a hidden test failed"``.
+    :ivar answer: that attempt's answer as the planner's backend wrote it (the model's
+        text, in whatever edit format it was asked for), when the planner kept it
+        (:attr:`PlannerResult.answer`); the built-in planner sends it back as the
+        assistant's turn of the conversation, and ``files`` when it is ``None``.
     """
 
     attempt: int
@@ -171,6 +175,7 @@ class Feedback:
     limit_hit: str | None = None
     test_output: str | None = None
     note: str | None = None
+    answer: str | None = None
 
 
 @attrs.frozen
@@ -247,6 +252,9 @@ class PlannerResult:
         TASK_ID`` shows: a JSON object (text, numbers, booleans, ``None``, lists and
         objects of them) such as the endpoint, each attempt's status and timing, or
         the start of the answer. Never the key, the prompt or the seed's files.
+    :ivar answer: the plan as the backend wrote it (the model's text), which a repair
+        attempt sends back as the assistant's turn (:attr:`Feedback.answer`); ``None``
+        when the planner does not keep it. It is not recorded: the plan is.
     """
 
     planner: str
@@ -257,6 +265,7 @@ class PlannerResult:
     usage: TokenUsage | None = None
     duration_seconds: float | None = None
     details: dict[str, Any] = attrs.field(factory=dict)
+    answer: str | None = attrs.field(default=None, repr=False)
 
 
 @attrs.frozen

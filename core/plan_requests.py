@@ -72,8 +72,13 @@ OUTPUT_WITHHELD = (
 )
 
 
-def feedback_on(attempt: Attempt, plan: PatchPlan | None, seed: SeedProject) -> Feedback:
+def feedback_on(
+    attempt: Attempt, plan: PatchPlan | None, seed: SeedProject, answer: str | None = None
+) -> Feedback:
     """What the next attempt is told about ``attempt``; never a hidden test or its output.
+
+    ``answer`` is the attempt's answer as the planner's backend wrote it, when the
+    planner kept it (the model's own words, which the conversation shows it again).
 
     For a seed with hidden tests the output is withheld whatever failed, since it
     could quote a hidden test; the note says ``"a hidden test failed"`` when the
@@ -81,7 +86,9 @@ def feedback_on(attempt: Attempt, plan: PatchPlan | None, seed: SeedProject) -> 
     """
     files = plan.files if plan is not None else ()
     if not attempt.tested:
-        return Feedback(attempt=attempt.number, files=files, rejections=attempt.rejections)
+        return Feedback(
+            attempt=attempt.number, files=files, rejections=attempt.rejections, answer=answer
+        )
     output: str | None = attempt.test_output[-FEEDBACK_OUTPUT_CHARS:]
     note = None
     exit_code = attempt.test_exit_code
@@ -99,6 +106,7 @@ def feedback_on(attempt: Attempt, plan: PatchPlan | None, seed: SeedProject) -> 
         limit_hit=attempt.limit_hit,
         test_output=output,
         note=note,
+        answer=answer,
     )
 
 

@@ -152,10 +152,10 @@ class Search:
             for count in range(1, self.attempts + 1):
                 if self.sandboxes.stop.is_set():
                     return Candidate(number, tuple(made), stopped=True)
-                attempt, plan = self.attempt(number, count, feedback, made)
+                attempt, plan, answer = self.attempt(number, count, feedback, made)
                 if attempt.verdict in ("passed", "stopped"):
                     break
-                feedback = feedback_on(attempt, plan, self.seed)
+                feedback = feedback_on(attempt, plan, self.seed, answer)
         except AgentError as error:
             if self.reports_attempts:
                 error.attempts = tuple(made)
@@ -165,8 +165,12 @@ class Search:
 
     def attempt(
         self, number: int, count: int, feedback: Feedback | None, made: list[Attempt]
-    ) -> tuple[Attempt, PatchPlan | None]:
-        """One planner call (or the given plan), its policies and its test; noted in ``made``."""
+    ) -> tuple[Attempt, PatchPlan | None, str | None]:
+        """One planner call (or the given plan), its policies and its test; noted in ``made``.
+
+        :returns: the attempt, its plan (``None`` when the planner's answer was refused
+            before it was one) and the answer as the planner's backend wrote it, if kept.
+        """
         plan = self.plan
         planned: PlannerResult | None = None
         if self.planner is not None:
@@ -191,7 +195,7 @@ class Search:
                 )
                 made.append(refused)
                 self.say(number, f"planner task {error.planner_task_id}: the answer was rejected")
-                return refused, None
+                return refused, None, error.answer
             plan = planned.plan
             summary = prompt_summary(request, planned.details)
             if summary is not None:
@@ -216,7 +220,7 @@ class Search:
             refused = attrs.evolve(called, rejections=tuple(rejections))
             made.append(refused)
             self.say(number, f"the plan was rejected ({len(rejections)} reasons)")
-            return refused, plan
+            return refused, plan, planned.answer if planned else None
         changed, diff = unified_diff(self.files, plan)
         patched = dict(self.files)
         patched.update({entry.path: entry.content.encode("utf-8") for entry in plan.files})
@@ -264,7 +268,7 @@ class Search:
             # Noted before the slot is given back: stop_all() returns only once it is.
             made.append(tested)
         self.runner_name = outcome.runner
-        return tested, plan
+        return tested, plan, planned.answer if planned else None
 
     def prepare(self, job: SandboxJob) -> None:
         if not isinstance(self.runner, PreparingRunner):

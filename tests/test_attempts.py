@@ -39,10 +39,18 @@ def test_a_fix_that_needs_a_second_attempt_gets_it_from_the_feedback(
     assert len(provider.requests) == 2
     assert "previous attempt" not in user_message(provider, 0).lower()
     feedback = user_message(provider, 1)
-    assert "WRONG-FIRST-TRY" in feedback  # the previous plan
     assert "FAIL" in feedback
     assert "AssertionError" in feedback
     assert len(done.sandboxes) == 2
+    # A conversation: the first request's two messages, then the model's own answer as the
+    # assistant's turn (exactly as it wrote it), then the feedback as the user's next turn.
+    first_messages = provider.requests[0].json()["messages"]
+    messages = provider.requests[1].json()["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[:2] == first_messages
+    answer = json.loads(messages[2]["content"])
+    assert answer == {"files": [{"path": "calculator.py", "content": WRONG_CALCULATOR}]}
+    assert "WRONG-FIRST-TRY" not in feedback  # the plan is the assistant's turn, not restated
 
 
 def test_a_refused_plan_is_fed_back_with_the_reasons(
@@ -60,6 +68,9 @@ def test_a_refused_plan_is_fed_back_with_the_reasons(
     feedback = user_message(provider, 1)
     assert "path-not-editable" in feedback
     assert "refused" in feedback
+    messages = provider.requests[1].json()["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert "the test is mine now" in messages[2]["content"]  # what the model said
     # The refused plan never reached a sandbox.
     assert len(done.sandboxes) == 1
 

@@ -54,6 +54,7 @@ def plan_patch(request: dict[str, Any]) -> dict[str, Any]:
         body: dict[str, Any] = {"kind": error.kind, "message": error.message}
         if isinstance(error, PlanRejected):
             body["rejections"] = to_jsonable(list(error.rejections))
+            body["answer"] = error.answer
         body["details"] = error.details
         return {"error": body}
     _print_record(result.details)

@@ -259,7 +259,10 @@ def _remote_error(body: dict[str, Any], task_id: str, redact: Callable[[str], st
         except Exception:
             rejections = []
         if rejections:
-            return _redacted(rejections, task_id, redact)
+            refused = _redacted(rejections, task_id, redact)
+            answer = body.get("answer")
+            refused.answer = redact(answer) if isinstance(answer, str) else None
+            return refused
     if kind == "configuration":
         return ConfigurationError(
             f"the remote planner's settings: {message} (it reads them from the workspace "

@@ -61,6 +61,7 @@ from .prompt import (
     encode_body,
     feedback_text,
     plan_json_schema,
+    previous_answer,
     prompt_bytes,
     request_body,
 )
@@ -165,7 +166,7 @@ class OpenAICompatiblePlanner:
                 limits=request.limits,
             )
         except PlanRejected as rejected:
-            raise call.rejected(rejected) from None
+            raise call.rejected(rejected, answer=text) from None
         if any(call.holds_key(entry.path + entry.content) for entry in plan.files):
             raise call.error(_ANSWER_HOLDS_KEY)  # written with JSON escapes, say \u0073k-...
         return PlannerResult(
@@ -176,6 +177,7 @@ class OpenAICompatiblePlanner:
             response_id=call.response_id,
             usage=call.usage,
             duration_seconds=call.seconds,
+            answer=text,
         )
 
 
@@ -186,7 +188,10 @@ def _refuse_to_send_the_key(call: PlannerCall, request: PlanRequest) -> None:
         where.insert(0, "the instruction")
     if request.repository_map is not None and call.holds_key(request.repository_map):
         where.append("the repository map")
-    if request.feedback is not None and call.holds_key(feedback_text(request.feedback)):
+    feedback = request.feedback
+    if feedback is not None and call.holds_key(
+        feedback_text(feedback) + (previous_answer(feedback) or "")
+    ):
         where.append("the previous attempt's feedback")
     if where:
         verb = "holds" if len(where) == 1 else "hold"

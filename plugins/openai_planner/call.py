@@ -70,13 +70,14 @@ class PlannerCall:
     def error(self, message: str) -> ProviderError:
         return ProviderError(self.redact(message), planner_task_id=self.task_id)
 
-    def rejected(self, error: PlanRejected) -> PlanRejected:
-        """``error`` for this call, with the key blanked from paths the model chose."""
+    def rejected(self, error: PlanRejected, answer: str | None = None) -> PlanRejected:
+        """``error`` for this call, with the key blanked from paths the model chose, and the
+        model's ``answer`` for the repair attempt's conversation."""
         rejections = [
             attrs.evolve(r, message=self.redact(r.message), path=r.path and self.redact(r.path))
             for r in error.rejections
         ]
-        return PlanRejected(rejections, planner_task_id=self.task_id)
+        return PlanRejected(rejections, planner_task_id=self.task_id, answer=answer)
 
     def quoted(self, text: str) -> str:
         """Provider text fit to quote: key removed, control characters blanked, bounded."""

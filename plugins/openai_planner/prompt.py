@@ -38,8 +38,15 @@ FIXED_BYTES = 4096
 
 
 def build_messages(request: PlanRequest) -> list[dict[str, str]]:
-    """The system and user messages; the user message carries the request's files (and
-    its repository map, when it has one)."""
+    """The conversation: the system message, the user message with the request's files
+    (and its repository map, when it has one), and for a repair attempt the previous
+    answer as the assistant's turn followed by the feedback as the user's next turn.
+
+    The previous answer is the model's own text when the planner kept it
+    (:attr:`Feedback.answer`), else its plan's files as a whole-file plan; an attempt
+    refused before it was a plan and whose answer was not kept has no turn of its own,
+    and its feedback ends the first user message.
+    """
     system = SYSTEM_PROMPT % {
         "max_files": request.limits.max_files,
         "max_bytes": request.limits.max_total_bytes,
@@ -57,9 +64,28 @@ def build_messages(request: PlanRequest) -> list[dict[str, str]]:
     )
     if request.repository_map is not None:
         user += "\n\n" + map_text(request)
-    if request.feedback is not None:
-        user += "\n\n" + feedback_text(request.feedback)
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    feedback = request.feedback
+    if feedback is None:
+        return messages
+    previous = previous_answer(feedback)
+    if previous is None:
+        messages[-1]["content"] += "\n\n" + feedback_text(feedback)
+    else:
+        messages.append({"role": "assistant", "content": previous})
+        messages.append({"role": "user", "content": feedback_text(feedback)})
+    return messages
+
+
+def previous_answer(feedback: Feedback) -> str | None:
+    """The previous attempt's answer, as the assistant's turn: the model's own text when
+    kept, else its plan as whole files; ``None`` when there is neither."""
+    if feedback.answer is not None:
+        return feedback.answer
+    if not feedback.files:
+        return None
+    files = [{"path": entry.path, "content": entry.content} for entry in feedback.files]
+    return json.dumps({"files": files}, ensure_ascii=False)
 
 
 def map_text(request: PlanRequest) -> str:
@@ -77,14 +103,12 @@ def prompt_bytes(messages: list[dict[str, str]]) -> int:
 
 
 def feedback_text(feedback: Feedback) -> str:
-    """What the model is told about its previous attempt: its files, then why it failed."""
-    previous: dict[str, Any] = {
-        "attempt": feedback.attempt,
-        "files": [{"path": entry.path, "content": entry.content} for entry in feedback.files],
-    }
+    """What the model is told about its previous attempt (whose answer is the turn before):
+    why it was refused, or what its test did."""
+    previous: dict[str, Any] = {"attempt": feedback.attempt}
     if feedback.rejections:
         previous["rejections"] = [rejection.describe() for rejection in feedback.rejections]
-        lead = "Your previous plan was refused before it was tested; do not repeat the reasons."
+        lead = "Your previous answer was refused before it was tested; do not repeat the reasons."
     else:
         test: dict[str, Any] = {"exit_code": feedback.test_exit_code}
         if feedback.test_timed_out:
@@ -96,9 +120,9 @@ def feedback_text(feedback: Feedback) -> str:
         if feedback.test_output is not None:
             test["output_end"] = feedback.test_output
         previous["test"] = test
-        lead = "Your previous plan was tested and the test failed; fix what made it fail."
-    return f"{lead} Answer with a new plan.\nPrevious attempt as JSON:\n" + json.dumps(
-        previous, indent=1, ensure_ascii=False
+        lead = "Your previous answer was tested and the test failed; fix what made it fail."
+    return f"{lead} Answer with a new plan, of the same shape.\nWhat happened, as JSON:\n" + (
+        json.dumps(previous, indent=1, ensure_ascii=False)
     )
 
 
