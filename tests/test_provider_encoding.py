@@ -2,7 +2,7 @@
 
 The agent asks for ``Accept-Encoding: identity``, but httpx would decode gzip (stacked
 too) whatever was asked for, so a few KB on the wire could inflate to gigabytes before
-the 64,000-byte bound was checked. Every test talks to a real loopback server.
+the bound was checked. Every test talks to a real loopback server.
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import API_KEY, FIXED_CALCULATOR, MODEL, AgentRun, FakeProvider, completion, plan_json
-from test_provider_faults import Planner
-
-from sandboxed_coding_agent.plugins.openai_planner import MAX_RESPONSE_BYTES
+from test_provider_faults import BOUND, Planner
 
 PLAN = plan_json(("calculator.py", FIXED_CALCULATOR))
 ANSWER = json.dumps(completion(PLAN)).encode()
@@ -240,7 +238,7 @@ def test_an_answer_of_exactly_the_bound_is_read(
     planner: Planner,
     chunked: bool,
 ) -> None:
-    body = answer_of(MAX_RESPONSE_BYTES)
+    body = answer_of(BOUND)
     # Chunked, the wire carries more than the bound (each chunk's size line): not counted.
     provider.reply(action=lambda handler: send(handler, body, {}, chunked=chunked))
 
@@ -251,7 +249,7 @@ def test_an_answer_of_exactly_the_bound_is_read(
 
 @pytest.mark.parametrize(
     ("chunked", "how"),
-    [(False, f"it announced {MAX_RESPONSE_BYTES + 1:,} bytes"), (True, "kept sending past")],
+    [(False, f"it announced {BOUND + 1:,} bytes"), (True, "kept sending past")],
     ids=["content-length", "chunked"],
 )
 def test_an_answer_one_byte_over_the_bound_is_refused(
@@ -260,11 +258,11 @@ def test_an_answer_one_byte_over_the_bound_is_refused(
     chunked: bool,
     how: str,
 ) -> None:
-    body = answer_of(MAX_RESPONSE_BYTES + 1)
+    body = answer_of(BOUND + 1)
     provider.reply(action=lambda handler: send(handler, body, {}, chunked=chunked))
 
     error = planner.fails()
 
-    assert f"the provider's answer is larger than {MAX_RESPONSE_BYTES:,} bytes" in error.message
+    assert f"the provider's answer is larger than {BOUND:,} bytes" in error.message
     assert how in error.message
     assert error.message.endswith("it was not read further")

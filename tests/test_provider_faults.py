@@ -21,23 +21,26 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import attrs
 import pytest
 from conftest import API_KEY, FIXED_CALCULATOR, MODEL, AgentRun, FakeProvider, plan_json, wait_until
 
 from sandboxed_coding_agent.core import records
 from sandboxed_coding_agent.core.errors import PlanRejected, ProviderError, UsageError
-from sandboxed_coding_agent.core.model import PlannerOptions, PlannerResult
+from sandboxed_coding_agent.core.model import PlannerOptions, PlannerResult, SeedLimits
 from sandboxed_coding_agent.core.orchestrator import plan_request
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 from sandboxed_coding_agent.plugins.openai_planner import (
-    MAX_RESPONSE_BYTES,
     Backoff,
     OpenAICompatiblePlanner,
+    answer_bound,
     extract_json_object,
 )
 
 BACKOFF = Backoff(base_seconds=0.01, max_seconds=2.0, jitter=0.5)
 PLAN = plan_json(("calculator.py", FIXED_CALCULATOR))
+#: The most bytes of an answer read for the calculator seed's plan limits.
+BOUND = answer_bound(calculator_seed().limits)
 
 
 class Planner:
@@ -53,9 +56,12 @@ class Planner:
         }
         self.backoff = BACKOFF
         self.draw: Callable[[], float] | None = None
+        self.limits: SeedLimits | None = None  # the calculator's, unless a test sets others
 
     def plan(self, **options: Any) -> PlannerResult:
         seed = calculator_seed()
+        if self.limits is not None:
+            seed = attrs.evolve(seed, limits=self.limits)
         request = plan_request(
             seed, seed.default_prompt, seed.read_files(), PlannerOptions(**options)
         )
@@ -384,7 +390,7 @@ def test_provider_timeout_option_reaches_the_planner(
     assert "did not answer within 0.5 s" in run.json()["error"]["message"]
 
 
-# --- answers over 64,000 bytes ------------------------------------------------------------------
+# --- answers over the bound -----------------------------------------------------------------------
 
 
 def test_announced_oversized_answer_is_not_read(
@@ -401,7 +407,7 @@ def test_announced_oversized_answer_is_not_read(
 
     error = planner.fails(timeout_seconds=10)
 
-    assert f"larger than {MAX_RESPONSE_BYTES:,} bytes" in error.message
+    assert f"larger than {BOUND:,} bytes" in error.message
     assert "10,000,000" in error.message
 
 
@@ -428,9 +434,40 @@ def test_endless_answer_is_cut_at_the_bound(provider: FakeProvider, planner: Pla
 
     error = planner.fails(timeout_seconds=10)
 
-    assert f"larger than {MAX_RESPONSE_BYTES:,} bytes" in error.message
+    assert f"larger than {BOUND:,} bytes" in error.message
     assert wait_until(lambda: bool(written))
     assert written[0] < total, "the planner read the whole flood instead of stopping at the bound"
+
+
+def test_a_seed_allowing_large_plans_gets_an_answer_as_large_as_its_limits(
+    provider: FakeProvider, planner: Planner
+) -> None:
+    """A 150 KB module replaced whole: far past the least bound, within this seed's limits."""
+    content = "def add(left, right):\n    return left + right\n" + (
+        '# padding "quoted" \\ line\n' * 6000
+    )
+    assert len(content) > 150_000
+    planner.limits = SeedLimits(max_total_bytes=200_000)
+    provider.reply_plan(("calculator.py", content))
+
+    result = planner.plan()
+
+    assert result.plan.files[0].content == content
+
+
+def test_the_bound_follows_the_limits_and_stays_on_the_wire(
+    provider: FakeProvider, planner: Planner
+) -> None:
+    limits = SeedLimits(max_total_bytes=200_000)
+    bound = answer_bound(limits)
+    assert bound > 4 * 200_000  # the text, each byte written as up to four on the wire
+    assert answer_bound(limits, "search-replace") > bound  # the text replaced, and its markup
+    planner.limits = limits
+    provider.reply(200, b"{" + b" " * bound)
+
+    error = planner.fails()
+
+    assert f"larger than {bound:,} bytes" in error.message
 
 
 # --- malformed completions ----------------------------------------------------------------------

@@ -24,7 +24,9 @@ How it meets the ordinary ways real providers fail:
 * Timeouts (connect, read, or a body still arriving after the timeout) are
   not retried: a provider that hangs would otherwise cost the user the
   timeout again on every attempt.
-* Answers over 64,000 bytes are not read past the bound.
+* Answers larger than the largest plan the seed's limits allow, as the model
+  would write it (:func:`~.transport.answer_bound`, at least 64,000 bytes), are
+  not read past that bound.
 * The plan JSON wrapped in a Markdown fence or in prose is taken when the
   answer holds exactly one JSON object; otherwise it is a provider error.
 
@@ -75,7 +77,13 @@ from .settings import (
     check_base_url,
     settings_from_environment,
 )
-from .transport import MAX_RESPONSE_BYTES, Backoff, exchange, retry_after_seconds
+from .transport import (
+    MAX_RESPONSE_BYTES,
+    Backoff,
+    answer_bound,
+    exchange,
+    retry_after_seconds,
+)
 
 __all__ = [
     "API_KEY_ENV",
@@ -87,6 +95,7 @@ __all__ = [
     "OpenAICompatiblePlanner",
     "ProviderSettings",
     "ProviderVariables",
+    "answer_bound",
     "build_messages",
     "check_base_url",
     "extract_json_object",
@@ -127,7 +136,12 @@ class OpenAICompatiblePlanner:
         environ = self.environ
         if request.options.model is not None:  # this run's model, in place of the variable's
             environ = {**environ, MODEL_ENV: request.options.model}
-        call = PlannerCall(settings_from_environment(environ), request.options, self.name)
+        call = PlannerCall(
+            settings_from_environment(environ),
+            request.options,
+            self.name,
+            answer_bound(request.limits, getattr(request.options, "edit_format", "whole")),
+        )
         try:
             result = self._plan(call, request)
         except AgentError as error:

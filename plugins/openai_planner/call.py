@@ -39,10 +39,18 @@ class PlannerCall:
     provider that echoes the key back cannot make us show it.
     """
 
-    def __init__(self, settings: ProviderSettings, options: PlannerOptions, planner: str) -> None:
+    def __init__(
+        self,
+        settings: ProviderSettings,
+        options: PlannerOptions,
+        planner: str,
+        answer_bound: int = 64_000,
+    ) -> None:
         self.settings = settings
         self.options = options
         self.planner = planner
+        #: The most bytes of the provider's answer that are read (see ``transport.answer_bound``).
+        self.answer_bound = answer_bound
         self.task_id = new_planner_task_id()
         self.started = time.monotonic()
         self.attempts: list[records.ProviderAttempt] = []

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from sandboxed_coding_agent.core.errors import ConfigurationError
+from sandboxed_coding_agent.core.model import SeedLimits
 
 from .answer import provider_message
 from .call import PlannerCall
@@ -24,7 +25,31 @@ from .settings import API_KEY_ENV, BASE_URL_ENV, MODEL_ENV, is_loopback, no_path
 if TYPE_CHECKING:
     import httpx
 
+#: The least bound of an answer, whatever the seed: room for the answer's envelope (the
+#: completion's JSON, its IDs and usage) and a small plan.
 MAX_RESPONSE_BYTES = 64_000
+#: An answer's bytes besides the plan's texts and paths: the completion's JSON around them.
+ENVELOPE_BYTES = 16_384
+#: How many bytes of the answer a byte of plan text may take on the wire at most: the plan
+#: is JSON inside the completion's JSON, so a quote or a backslash is written as four.
+ESCAPED_BYTES = 4
+
+
+def answer_bound(limits: SeedLimits, edit_format: str = "whole") -> int:
+    """The most bytes of a provider's answer the planner reads, for a seed's plan limits.
+
+    As large as the largest plan the limits allow, written as the model would write it:
+    ``max_total_bytes`` of text (whole files), or three times that for the edit formats
+    (the text they replace, its replacement and their markup), each byte of it taking up
+    to :data:`ESCAPED_BYTES`, with ``max_files`` paths of ``max_path_chars`` and the
+    envelope; never less than :data:`MAX_RESPONSE_BYTES`. The seed limits' ceilings keep
+    it under 16 MB.
+    """
+    texts = limits.max_total_bytes * (1 if edit_format == "whole" else 3)
+    paths = limits.max_files * (limits.max_path_chars * ESCAPED_BYTES + 64)
+    return max(MAX_RESPONSE_BYTES, texts * ESCAPED_BYTES + paths + ENVELOPE_BYTES)
+
+
 #: Answers worth another attempt: the provider is busy or briefly broken, not refusing us.
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
@@ -246,8 +271,9 @@ def _attempt(
         raise call.error(problem) from None
     except _TooLarge as too_large:
         problem = (
-            f"the provider's answer is larger than {MAX_RESPONSE_BYTES:,} bytes "
-            f"({too_large.how}); it was not read further"
+            f"the provider's answer is larger than {call.answer_bound:,} bytes "
+            f"({too_large.how}), the most a plan within this seed's limits takes; "
+            "it was not read further"
         )
         log(too_large.status, "too-large", problem)
         raise call.error(problem) from None
@@ -294,7 +320,7 @@ def _post(
         if encoding.strip().lower() not in ("", "identity"):
             raise _Encoded(encoding, response.status_code)
         declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
+        if declared.isdigit() and int(declared) > call.answer_bound:
             raise _TooLarge(f"it announced {int(declared):,} bytes", response.status_code)
         # The read timeout bounds each wait for data; this bounds a body trickling in.
         deadline = time.monotonic() + call.options.timeout_seconds
@@ -302,7 +328,7 @@ def _post(
         # Raw bytes as they came (de-chunked, never decoded), so the bound is on the wire.
         for chunk in response.iter_raw():
             received += chunk
-            if len(received) > MAX_RESPONSE_BYTES:
+            if len(received) > call.answer_bound:
                 raise _TooLarge("it kept sending past the bound", response.status_code)
             if time.monotonic() > deadline:
                 raise _TooSlow
