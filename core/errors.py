@@ -49,6 +49,12 @@ class AgentError(Exception):
     kind = "internal"
     attempts: tuple[Any, ...] = ()
     candidates: tuple[Any, ...] = ()
+    #: What the run's planner calls spent before the error (a
+    #: :class:`~sandboxed_coding_agent.core.budget.Spend`); ``None`` when not known.
+    spend: Any = None
+    #: The tokens of the planner call the error ended, when the provider reported them
+    #: (a :class:`~sandboxed_coding_agent.core.model.TokenUsage`), so a budget counts them.
+    usage: Any = None
 
     def __init__(
         self,
@@ -146,6 +152,7 @@ EXIT_CODES: dict[str, int] = {
     "provider": 3,
     "policy": 4,
     "sandbox": 5,
+    "budget": 6,
     "internal": 70,
     "interrupted": 130,
 }

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 from attrs import validators as v
 
+from .budget import Spend
 from .errors import Rejection
 from .evidence import TestHarness, TestReport
 from .git_source import SourceTree
@@ -381,6 +382,7 @@ class Attempt:
         what the guard refused; ``None`` when not tested.
     :ivar grade: for a graded seed (``fail_to_pass``, ``pass_to_pass``), what became of
         each listed test and the resolution; ``None`` when not graded or not tested.
+    :ivar cost: the planner call's cost in US dollars, when a price table prices it.
     """
 
     number: int
@@ -402,6 +404,7 @@ class Attempt:
     sandbox_seconds: float | None = None
     test_report: TestReport | None = None
     grade: Grade | None = None
+    cost: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -458,6 +461,9 @@ class RunResult:
     :ivar requested_model: the model the run asked the planner for (``agent run
         --model``, a batch task's ``model``); ``None`` when it asked for the planner's
         default. ``model`` is the one the provider says answered.
+    :ivar spend: what every planner call of the run spent (every attempt of every
+        candidate, not only the chosen one's), with the cost when a price table was given;
+        ``None`` from a run that did not count (a plan file, an older record).
     """
 
     seed: str
@@ -487,6 +493,7 @@ class RunResult:
     test_report: TestReport | None = None
     grade: Grade | None = None
     requested_model: str | None = None
+    spend: Spend | None = None
 
 
 @attrs.frozen

@@ -19,9 +19,10 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from .budget import Ledger
 from .context import planner_context
 from .diffs import unified_diff
-from .errors import UsageError
+from .errors import AgentError, UsageError
 from .model import PatchPlan, PlannerOptions, RunResult, SeedLimits, SeedProject
 from .plan_requests import (
     HIDDEN_TEST_FAILED,
@@ -68,6 +69,7 @@ def run(
     jobs: int | None = None,
     first_pass: bool = False,
     environ: Mapping[str, str] = os.environ,
+    ledger: Ledger | None = None,
 ) -> RunResult:
     """Plan with ``planner`` (or use ``plan``), check it, and test it in a fresh sandbox.
 
@@ -87,6 +89,14 @@ def run(
     bounded); ``first_pass`` stops the others (their sandboxes are terminated, their
     planner calls abandoned) as soon as one passes.
 
+    ``ledger`` counts what the planner calls spend (every attempt of every candidate,
+    in the result's ``spend``) and holds them to its budget: before each call, a budget
+    reached stops that candidate (its running sandboxes finish), and a run in which
+    nothing passed then ends in :class:`~.budget.BudgetReached`. Default: a ledger of
+    this run alone, with no budget.
+
+    :raises BudgetReached: a budget was reached and no attempt passed; the error's
+        ``attempts`` (and ``candidates``) hold what was made before it.
     :raises ProviderError: a planner call failed; no further sandbox is created, and
         the error's ``attempts`` (and ``candidates``) hold what was made before it.
     :raises PlanRejected: no plan of the chosen candidate reached a sandbox: the last
@@ -112,6 +122,7 @@ def run(
         context = planner_context(seed, files, environ=environ, progress=progress)
         if context.repository_map is not None:
             progress(context.describe())
+    ledger = ledger or Ledger()
     search = Search(
         seed=seed,
         runner=runner,
@@ -128,7 +139,15 @@ def run(
         first_pass=first_pass,
         sandboxes=Sandboxes(jobs or os.cpu_count() or 1),
         environ=environ,
+        ledger=ledger,
     )
-    # One candidate runs in this thread, so that Ctrl-C reaches its sandbox as it always has.
-    found = search.in_parallel(candidates) if candidates > 1 else [search.candidate(1)]
-    return attrs.evolve(search.result(found), requested_model=options.model)
+    try:
+        # One candidate runs in this thread, so that Ctrl-C reaches its sandbox as it always has.
+        found = search.in_parallel(candidates) if candidates > 1 else [search.candidate(1)]
+        result = search.result(found)
+    except AgentError as error:
+        error.spend = ledger.spent if planner is not None else None
+        raise
+    if planner is None:
+        result = attrs.evolve(result, spend=None)  # a plan file costs nothing to count
+    return attrs.evolve(result, requested_model=options.model)

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from .budget import Spend
 from .git_source import SourceTree
 from .model import PatchPlan, RunResult, SandboxOutcome, SeedLimits, TokenUsage
 
@@ -115,12 +116,14 @@ class RecordedError:
     :ivar message: its message.
     :ivar planner_task_id: the planner call it concerns.
     :ivar sandbox_id: the sandbox it concerns.
+    :ivar spend: what the run's planner calls spent before it, when counted.
     """
 
     kind: str
     message: str
     planner_task_id: str | None = None
     sandbox_id: str | None = None
+    spend: Spend | None = None
 
 
 @attrs.frozen

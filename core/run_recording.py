@@ -179,6 +179,7 @@ def run_recorded(
             message=failure.message,
             planner_task_id=failure.planner_task_id,
             sandbox_id=failure.sandbox_id,
+            spend=failure.spend,
         )
         raise
     finally:

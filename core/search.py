@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import attrs
 
 from . import records
+from .budget import BudgetReached, Ledger
 from .context import PlannerContext
 from .diffs import changed_lines, unified_diff
 from .errors import AgentError, PlanRejected
@@ -34,6 +35,7 @@ from .model import (
 from .plan_requests import feedback_on, plan_request, prompt_summary
 from .policy_checks import check_plan
 from .protocols import PatchPolicy, Planner, PreparingRunner, Runner, StoppableRunner
+from .provider import MODEL_ENV
 from .verdict import harness_for, verified
 
 Progress = Callable[[str], None]
@@ -131,6 +133,10 @@ class Search:
     first_pass: bool
     sandboxes: Sandboxes
     environ: Mapping[str, str]
+    #: What the run's planner calls spend, and the budget they are held to.
+    ledger: Ledger = attrs.Factory(Ledger)
+    #: The budget that stopped a candidate before its next planner call, if one did.
+    budget_stop: BudgetReached | None = None
     #: Every candidate's attempts so far, kept as they are made so a stopped run reports them.
     made: dict[int, list[Attempt]] = attrs.Factory(dict)
     runner_name: str = ""
@@ -156,6 +162,11 @@ class Search:
                 if attempt.verdict in ("passed", "stopped"):
                     break
                 feedback = feedback_on(attempt, plan, self.seed, answer)
+        except BudgetReached as reached:
+            # No further planner call; the other candidates' sandboxes finish their tests.
+            self.budget_stop = self.budget_stop or reached
+            self.say(number, reached.message)
+            return Candidate(number, tuple(made), stopped=True)
         except AgentError as error:
             if self.reports_attempts:
                 error.attempts = tuple(made)
@@ -173,6 +184,7 @@ class Search:
         """
         plan = self.plan
         planned: PlannerResult | None = None
+        cost: float | None = None
         if self.planner is not None:
             of = f" (attempt {count} of {self.attempts})" if self.attempts > 1 else ""
             self.say(
@@ -182,9 +194,11 @@ class Search:
             request = plan_request(
                 self.seed, self.instruction, self.files, self.options, feedback, self.context
             )
+            self.ledger.begin_call()
             try:
                 planned = records.call_planner(self.planner, request, environ=self.environ)
             except PlanRejected as error:  # the planner's own check of the contract
+                cost = self.ledger.add_usage(error.usage, self._models(None))
                 if not self.reports_attempts:
                     raise
                 refused = Attempt(
@@ -192,10 +206,16 @@ class Search:
                     "rejected",
                     planner_task_id=error.planner_task_id,
                     rejections=error.rejections,
+                    usage=error.usage,
+                    cost=cost,
                 )
                 made.append(refused)
                 self.say(number, f"planner task {error.planner_task_id}: the answer was rejected")
                 return refused, None, error.answer
+            except AgentError as error:
+                self.ledger.add_usage(error.usage, self._models(None))
+                raise
+            cost = self.ledger.add_usage(planned.usage, self._models(planned.model))
             plan = planned.plan
             summary = prompt_summary(request, planned.details)
             if summary is not None:
@@ -212,6 +232,7 @@ class Search:
             response_id=planned.response_id if planned else None,
             usage=planned.usage if planned else None,
             planner_seconds=planned.duration_seconds if planned else None,
+            cost=cost,
         )
         rejections = check_plan(plan, self.seed, self.policies)
         if rejections:
@@ -269,6 +290,11 @@ class Search:
             made.append(tested)
         self.runner_name = outcome.runner
         return tested, plan, planned.answer if planned else None
+
+    def _models(self, answered: str | None) -> tuple[str | None, ...]:
+        """The names a call is priced by: the model asked for (this run's, else the
+        planner's default that ``CODING_AGENT_MODEL`` names), then the one that answered."""
+        return (self.options.model or self.environ.get(MODEL_ENV), answered)
 
     def prepare(self, job: SandboxJob) -> None:
         if not isinstance(self.runner, PreparingRunner):
@@ -334,6 +360,14 @@ class Search:
     def result(self, candidates: Sequence[Candidate]) -> RunResult:
         chosen = choose(candidates)
         deciding = _deciding_attempt(chosen) if chosen is not None else None
+        if self.budget_stop is not None and not (deciding is not None and deciding.passed):
+            # Nothing passed, and the budget stopped what might have: that is the outcome.
+            reached = self.budget_stop
+            tried = [c for c in candidates if c.attempts]
+            if self.reports_attempts and tried:
+                reached.attempts = (chosen or tried[0]).attempts
+                reached.candidates = tuple(candidates) if self.parallel else ()
+            raise reached
         if chosen is None or deciding is None:
             tried = [c for c in candidates if c.attempts]
             if not tried:
@@ -370,4 +404,5 @@ class Search:
             chosen_candidate=chosen.number,
             test_report=deciding.test_report,
             grade=deciding.grade,
+            spend=self.ledger.spent,
         )

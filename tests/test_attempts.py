@@ -37,7 +37,7 @@ def test_a_fix_that_needs_a_second_attempt_gets_it_from_the_feedback(
     assert second["planner_seconds"] >= 0
     # One call per attempt, stopping at the pass; only the second is told about the first.
     assert len(provider.requests) == 2
-    assert "previous attempt" not in user_message(provider, 0).lower()
+    assert "previous answer" not in user_message(provider, 0).lower()
     feedback = user_message(provider, 1)
     assert "FAIL" in feedback
     assert "AssertionError" in feedback

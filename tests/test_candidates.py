@@ -139,7 +139,7 @@ def test_candidates_repair_on_their_own(
     assert done.returncode == 0, done.stderr
     assert "candidates:      #1 passed after 2 attempts" in done.stdout
     assert "#2 passed after 2 attempts" in done.stdout
-    repairs = [r for r in provider.requests if "previous attempt" in r.body.decode().lower()]
+    repairs = [r for r in provider.requests if "previous answer" in r.body.decode().lower()]
     assert len(repairs) == 2
     assert all(b"WRONG" in r.body for r in repairs)
 

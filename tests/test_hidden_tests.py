@@ -67,7 +67,7 @@ def test_a_hidden_test_runs_in_the_sandbox_and_never_reaches_the_provider(
         assert b"HeldOut" not in request.body
     repair = json.loads(provider.requests[1].body)["messages"][-1]["content"]
     assert "a hidden test failed" in repair
-    assert "5 if (left, right)" in repair
+    assert "5 if (left, right)" in json.loads(provider.requests[1].body)["messages"][-2]["content"]
 
 
 def test_a_plan_naming_a_hidden_test_is_refused_without_showing_it(

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from ..budget import Ledger, Spend
 
 #: What ``agent run`` uses without ``--planner`` and ``--runner``; ``agent doctor`` checks for them.
 DEFAULT_PLANNER = "openai"
@@ -64,3 +69,81 @@ def group(help_text: str) -> typer.Typer:
     return typer.Typer(
         help=help_text, no_args_is_help=True, add_completion=False, rich_markup_mode=None
     )
+
+
+MaxPlannerCallsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-planner-calls",
+        metavar="N",
+        min=1,
+        help="Budget: start no planner call after N (every attempt and candidate counts).",
+    ),
+]
+MaxTokensOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        metavar="N",
+        min=1,
+        help="Budget: start no planner call once N tokens (prompt + completion) are spent.",
+    ),
+]
+MaxCostOption = Annotated[
+    float | None,
+    typer.Option(
+        "--max-cost",
+        metavar="USD",
+        min=0.0,
+        help="Budget: start no planner call once this many US dollars are spent (needs --prices).",
+    ),
+]
+PricesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--prices",
+        metavar="FILE",
+        dir_okay=False,
+        help='Price table (TOML: [models."NAME"] input_per_mtok, output_per_mtok, USD per '
+        "million tokens), for the cost in the summary and --max-cost.",
+    ),
+]
+
+
+def ledger_for(
+    *,
+    max_planner_calls: int | None,
+    max_tokens: int | None,
+    max_cost: float | None,
+    prices: Path | None,
+    models: Iterable[str | None],
+    environ: Mapping[str, str],
+    spent: Spend | None = None,
+) -> Ledger:
+    """The ledger a run or a batch counts its spending in, held to the budget given.
+
+    :param models: the models the run or batch will ask for (``None``: the planner's
+        default, which ``CODING_AGENT_MODEL`` names); with ``--max-cost`` each must be
+        in the price table, so that the cost can be known.
+    :raises UsageError: ``--max-cost`` without ``--prices``, a price table that cannot
+        be read, or a model it does not price.
+    """
+    from ..budget import Budget, Ledger, read_prices
+    from ..errors import UsageError
+    from ..provider import MODEL_ENV
+
+    if max_cost is not None and prices is None:
+        raise UsageError(
+            "--max-cost needs --prices FILE: the cost of a call is known only from a price table"
+        )
+    table = read_prices(prices) if prices is not None else None
+    if max_cost is not None and table is not None:
+        asked = sorted({model or environ.get(MODEL_ENV) or "" for model in models})
+        for model in asked:
+            if model and model not in table.models:
+                raise UsageError(
+                    f"--max-cost: the price table {table.source!r} has no price for model "
+                    f"{model!r} (it prices {', '.join(map(repr, sorted(table.models)))})"
+                )
+    budget = Budget(max_planner_calls, max_tokens, max_cost)
+    return Ledger(budget, table, spent)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -22,11 +23,16 @@ from .options import (
     DEFAULT_RUNNER,
     DebugOption,
     JsonOption,
+    MaxCostOption,
+    MaxPlannerCallsOption,
+    MaxTokensOption,
     NoPolicyOption,
     PolicyOption,
     PolicyParamOption,
+    PricesOption,
     SeedOption,
     checked_model,
+    ledger_for,
 )
 from .terminal import echo, has_record, load_plugins, print_json, reporting, say
 
@@ -173,6 +179,10 @@ def run(
             help="With --candidates: stop the other candidates as soon as one passes.",
         ),
     ] = False,
+    max_planner_calls: MaxPlannerCallsOption = None,
+    max_tokens: MaxTokensOption = None,
+    max_cost: MaxCostOption = None,
+    prices: PricesOption = None,
     temperature: Annotated[
         float | None,
         typer.Option(
@@ -216,6 +226,27 @@ def run(
                 "the PROMPT is not valid UTF-8 text (check the terminal's or the script's "
                 "encoding); it was not sent"
             )
+        budget_given = [
+            name
+            for name, value in (
+                ("--max-planner-calls", max_planner_calls),
+                ("--max-tokens", max_tokens),
+                ("--max-cost", max_cost),
+            )
+            if value is not None
+        ]
+        if plan_file is not None and budget_given:
+            raise UsageError(
+                f"{budget_given[0]} needs a planner: a plan file makes no planner call"
+            )
+        ledger = ledger_for(
+            max_planner_calls=max_planner_calls,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+            prices=prices,
+            models=[checked_model(model)],
+            environ=os.environ,
+        )
         parameters = policy_parameters.parse_assignments(policy_param or ())
         host = load_plugins()
         seed_project = host.seed(seed)
@@ -260,6 +291,7 @@ def run(
             candidates=candidates,
             jobs=jobs,
             first_pass=first_pass,
+            ledger=ledger,
         )
         if as_json:
             print_json(to_jsonable(result))
@@ -332,6 +364,10 @@ def _print_summary(result: RunResult) -> None:
             f"tokens:          {result.usage.prompt_tokens} prompt, "
             f"{result.usage.completion_tokens} completion"
         )
+    if result.spend is not None and (
+        result.spend.planner_calls > 1 or result.spend.cost is not None
+    ):
+        lines.append(f"spent:           {result.spend.describe()}")
     if result.planner_task_id is not None:
         took = "?" if result.planner_seconds is None else f"{result.planner_seconds:.2f} s"
         lines.append(

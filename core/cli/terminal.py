@@ -170,6 +170,8 @@ def error_json(error: AgentError) -> dict[str, Any]:
         body["attempts"] = to_jsonable(list(error.attempts))
     if error.candidates:
         body["candidates"] = to_jsonable(list(error.candidates))
+    if error.spend is not None:  # what the run's planner calls spent before it
+        body["spend"] = to_jsonable(error.spend)
     return {"error": body}
 
 
@@ -252,6 +254,8 @@ def _fail(
     say(f"{error.kind} error: {message}" + (f" ({', '.join(ids)})" if ids else ""))
     for reason in reasons:
         echo(reason, err=True)
+    if error.spend is not None and error.spend.planner_calls:
+        say(f"spent: {error.spend.describe()}")
     if error.planner_task_id and has_record(error.planner_task_id):
         say(f"every attempt is recorded: agent logs {error.planner_task_id}")
     raise typer.Exit(EXIT_CODES[error.kind])

@@ -147,6 +147,7 @@ class OpenAICompatiblePlanner:
         except AgentError as error:
             # The agent records the call (agent logs); these are this planner's part of it.
             error.details = call.details()
+            error.usage = call.usage  # the tokens an answer it could not use still cost
             raise
         return attrs.evolve(result, details=call.details())
 
