@@ -24,9 +24,11 @@ from .batch_results import (
     TaskError,
     TaskResult,
     blank_key,
+    latest,
     parse_results,
     per_model,
     read_results,
+    total_spend,
     without_key,
 )
 from .batch_tasks import (
@@ -40,6 +42,7 @@ from .batch_tasks import (
     read_tasks,
     supported_run_options,
 )
+from .budget import Ledger
 from .errors import AgentError, PlanRejected
 from .model import PlannerOptions, RunResult, TokenUsage
 from .plugins import PluginHost, PluginInfo
@@ -58,6 +61,7 @@ __all__ = [
     "TaskLine",
     "TaskResult",
     "blank_key",
+    "latest",
     "parse_results",
     "per_model",
     "read_results",
@@ -67,11 +71,13 @@ __all__ = [
     "run_tasks",
     "supported_run_options",
     "tokens_of",
+    "total_spend",
     "without_key",
 ]
 
 _STATUS_OF_KIND = {
     "policy": "rejected",
+    "budget": "budget",
     "provider": "provider-error",
     "sandbox": "sandbox-error",
     "usage": "usage-error",
@@ -96,10 +102,15 @@ def run_task(
     plugins: Sequence[PluginInfo],
     environ: Mapping[str, str] = os.environ,
     model: str | None = None,
+    ledger: Ledger | None = None,
 ) -> TaskResult:
     """Run one task as ``agent run`` would, recorded; any error becomes its result.
 
     :param model: the model for a task that names none (``agent batch --model``).
+    :param ledger: the batch's: the task's planner calls are counted in a child of it
+        and held to its budget. A task that a budget stops before it passed ends in the
+        status ``budget``, and so does one that starts after the budget was reached
+        (without any planner call).
     """
     task = task_line.task
     model = task.model or model
@@ -107,6 +118,22 @@ def run_task(
     run_id = run_records.new_run_id()
     result: RunResult | None = None
     error: TaskError | None = None
+    spending = (ledger or Ledger()).child()
+    reached = spending.reached()
+    if reached is not None:  # nothing to start: no record, no planner call
+        return TaskResult(
+            id=task_line.task_id,
+            line=task_line.line,
+            seed=task.seed,
+            status="budget",
+            seconds=0.0,
+            prompt=task.prompt,
+            planner=task.planner,
+            runner=task.runner,
+            model=model,
+            error=TaskError(kind="budget", message=f"not started: the budget is spent: {reached}"),
+            spend=spending.spent,
+        )
     try:
         seed = host.seed(task.seed)
         options = {name: getattr(task, name) for name in RUN_OPTIONS}
@@ -120,6 +147,7 @@ def run_task(
             run_id=run_id,
             environ=environ,
             planner_options=PlannerOptions(model=model),
+            ledger=spending,
             **{name: value for name, value in options.items() if value is not None},
         )
         status = "passed" if result.tests_passed else "failed"
@@ -147,10 +175,11 @@ def run_task(
         planner=task.planner,
         runner=task.runner,
         model=model,
-        tokens=tokens_of(result) if result is not None else 0,
+        tokens=tokens_of(result) if result is not None else spending.spent.tokens,
         run_id=run_id if kept else None,
         result=result,
         error=error,
+        spend=spending.spent,
     )
 
 

@@ -30,6 +30,7 @@ from attrs import validators as v
 
 from . import provider
 from .batch_tasks import InvalidLine
+from .budget import Spend
 from .errors import Rejection, UsageError
 from .model import LimitError, RunResult
 from .provider import API_KEY_ENV
@@ -41,6 +42,7 @@ STATUSES = (
     "passed",
     "failed",
     "rejected",
+    "budget",
     "provider-error",
     "sandbox-error",
     "usage-error",
@@ -97,6 +99,8 @@ class TaskResult:
     :ivar model: the model the planner was asked for (the task's ``model``, or ``agent
         batch --model``); ``None`` for the planner's default. The model that answered
         is ``result.model``.
+    :ivar spend: what the task's planner calls spent (every attempt of every candidate,
+        whatever the task ended in), with the cost when a price table was given.
     """
 
     id: str
@@ -113,6 +117,7 @@ class TaskResult:
     run_id: str | None = None
     result: RunResult | None = None
     error: TaskError | None = None
+    spend: Spend | None = None
     format: int = RESULT_FORMAT
 
 
@@ -124,12 +129,14 @@ class ModelTally:
     :ivar tasks: the tasks that asked for it.
     :ivar passed: those whose tests passed.
     :ivar tokens: tokens of their planner calls.
+    :ivar cost: US dollars their planner calls cost; ``None`` when no task's cost is known.
     """
 
     model: str | None
     tasks: int
     passed: int
     tokens: int
+    cost: float | None = None
 
     @property
     def pass_rate(self) -> float:
@@ -146,13 +153,33 @@ def per_model(results: Iterable[TaskResult]) -> list[ModelTally]:
     tallies: dict[str | None, ModelTally] = {}
     for result in results:
         tally = tallies.get(result.model, ModelTally(result.model, 0, 0, 0))
+        cost = result.spend.cost if result.spend is not None else None
         tallies[result.model] = ModelTally(
             result.model,
             tally.tasks + 1,
             tally.passed + (result.status == "passed"),
             tally.tokens + result.tokens,
+            None if tally.cost is None and cost is None else (tally.cost or 0.0) + (cost or 0.0),
         )
     return list(tallies.values()) if len(tallies) > 1 else []
+
+
+def total_spend(results: Iterable[TaskResult]) -> Spend:
+    """What ``results`` spent together."""
+    total = Spend()
+    for result in results:
+        if result.spend is not None:
+            total = total.plus(result.spend)
+    return total
+
+
+def latest(results: Iterable[TaskResult]) -> list[TaskResult]:
+    """Each task's last result, in the order the tasks first appear: a task that a budget
+    stopped has a line of its own before the one of its resumed run."""
+    found: dict[str, TaskResult] = {}
+    for result in results:
+        found[result.id] = result  # a key given again keeps its place and takes the value
+    return list(found.values())
 
 
 def blank_key(text: str, environ: Mapping[str, str] = os.environ) -> str:
@@ -300,6 +327,9 @@ class ResultsFile:
                 "it is not a results file of this agent, or it was edited"
             )
         self.done: dict[str, TaskResult] = {result.id: result for result in results}
+        #: What every task already in the file spent, each line counted (a task run again
+        #: after a budget stopped it spent twice): where a resumed batch's budget starts.
+        self.spent = total_spend(results)
         try:
             if torn:
                 os.ftruncate(fd, end)  # a torn last line, from a kill mid-write

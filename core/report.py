@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from .batch import STATUSES, TaskResult, per_model
+from .batch import STATUSES, TaskResult, per_model, total_spend
 from .grading import RESOLUTIONS, Grade
 
 _RESOLUTION_KINDS = {"FULL": "passed", "PARTIAL": "partial", "NO": "failed"}
@@ -32,7 +32,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .status { white-space: nowrap; font-weight: 600; border-radius: 4px; padding: 0 .4em; }
 .passed { background: #d9f2df; color: #145a26; }
 .failed, .rejected { background: #fbe0de; color: #8a1c12; }
-.error, .partial { background: #fff1cc; color: #6b4e00; }
+.error, .partial, .budget { background: #fff1cc; color: #6b4e00; }
 details { margin: .2em 0; }
 summary { cursor: pointer; color: #0a58ca; }
 pre { background: #f7f7f9; border: 1px solid #e3e3e8; padding: .6em; overflow-x: auto;
@@ -42,8 +42,9 @@ code { font-size: .95em; }
 
 
 def render_html(results: Sequence[TaskResult], title: str) -> str:
-    """The page for ``results``: pass rate, counts, the pass rate and tokens per model when
-    the tasks asked for several, and a row per task with its details."""
+    """The page for ``results``: pass rate, counts, tokens, planner calls and cost (with a
+    price table), the pass rate, tokens and cost per model when the tasks asked for
+    several, and a row per task with its details."""
     total = len(results)
     passed = sum(1 for r in results if r.status == "passed")
     rate = f"{100 * passed / total:.1f}%" if total else "n/a"
@@ -57,6 +58,8 @@ def render_html(results: Sequence[TaskResult], title: str) -> str:
         )
     rows = "\n".join(_row(result) for result in results)
     models = _models(results)
+    spend = total_spend(results)
+    cost = f"<div><b>${spend.cost:,.4f}</b>cost</div>\n" if spend.cost is not None else ""
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -73,7 +76,8 @@ def render_html(results: Sequence[TaskResult], title: str) -> str:
 <div><b>{rate}</b>pass rate ({passed} of {total})</div>
 {counts}
 <div><b>{sum(r.tokens for r in results):,}</b>tokens</div>
-<div><b>{sum(r.seconds for r in results):.1f} s</b>task time</div>
+<div><b>{spend.planner_calls:,}</b>planner calls</div>
+{cost}<div><b>{sum(r.seconds for r in results):.1f} s</b>task time</div>
 </div>
 {models}<table>
 <thead><tr><th>task</th><th>seed</th><th>verdict</th><th>resolution</th>
@@ -97,13 +101,14 @@ def _models(results: Sequence[TaskResult]) -> str:
         f'<tr><td><code>{escape(tally.label)}</code></td><td class="num">{tally.tasks}</td>'
         f'<td class="num">{tally.passed}</td>'
         f'<td class="num">{100 * tally.pass_rate:.1f}% ({tally.passed} of {tally.tasks})</td>'
-        f'<td class="num">{tally.tokens:,}</td></tr>'
+        f'<td class="num">{tally.tokens:,}</td>'
+        f'<td class="num">{"-" if tally.cost is None else f"${tally.cost:,.4f}"}</td></tr>'
         for tally in tallies
     )
     return f"""<h2>by model</h2>
 <table class="models">
 <thead><tr><th>model</th><th class="num">tasks</th><th class="num">passed</th>
-<th class="num">pass rate</th><th class="num">tokens</th></tr></thead>
+<th class="num">pass rate</th><th class="num">tokens</th><th class="num">cost</th></tr></thead>
 <tbody>
 {rows}
 </tbody>

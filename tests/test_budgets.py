@@ -256,3 +256,94 @@ def test_read_prices_refuses_a_table_that_prices_nothing(tmp_path: Path) -> None
     path.write_text('[models."a"]\ninput_per_mtok = inf\noutput_per_mtok = 1\n', encoding="utf-8")
     with pytest.raises(UsageError, match="must be a number of US dollars"):
         read_prices(path)
+
+
+# --- budgets of a batch --------------------------------------------------------------------------
+
+
+def write_tasks(path: Path, count: int, **fields: object) -> Path:
+    lines = [{"seed": "calculator", "id": f"t{n}", **fields} for n in range(1, count + 1)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def statuses(out: Path) -> list[tuple[str, str]]:
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    return [(line["id"], line["status"]) for line in lines]
+
+
+def test_a_batch_budget_stops_the_batch_and_resume_continues_within_what_is_left(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    provider.default = provider_reply(FIXED_CALCULATOR)
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 4)
+    out = tmp_path / "results.jsonl"
+
+    first = run_agent(
+        "batch",
+        str(tasks),
+        "--out",
+        str(out),
+        "--jobs",
+        "1",
+        "--max-planner-calls",
+        "2",
+        "--json",
+    )
+
+    # Two calls, two tasks passed; the other two never started and say why.
+    assert first.returncode == 6, first.stderr
+    assert len(provider.requests) == 2
+    assert statuses(out) == [("t1", "passed"), ("t2", "passed"), ("t3", "budget"), ("t4", "budget")]
+    summary = first.json()
+    assert summary["counts"]["budget"] == 2
+    assert summary["budget"] == "2 of 2 planner calls (--max-planner-calls)"
+    assert summary["spend"]["planner_calls"] == 2
+    line = json.loads(out.read_text(encoding="utf-8").splitlines()[2])
+    assert line["error"]["message"].startswith("not started: the budget is spent")
+    assert line["run_id"] is None
+
+    # The budget is the batch's: 2 of 3 calls are spent already, so one more task runs.
+    second = run_agent(
+        "batch", str(tasks), "--out", str(out), "--resume", "--max-planner-calls", "3"
+    )
+    assert second.returncode == 6, second.stderr
+    assert len(provider.requests) == 3
+    # Run at once, either task may get the call; the other ends as budget.
+    assert sorted(status for _, status in statuses(out)[4:]) == ["budget", "passed"]
+    assert "reached: 3 of 3 planner calls" in second.stdout
+
+    third = run_agent("batch", str(tasks), "--out", str(out), "--resume", "--json")
+    assert third.returncode == 0, third.stderr
+    assert len(provider.requests) == 4
+    assert third.json()["counts"] == {**third.json()["counts"], "passed": 4, "budget": 0}
+    assert third.json()["spend"]["planner_calls"] == 4
+
+    # The report counts each task once, by its last line.
+    html = tmp_path / "report.html"
+    assert run_agent("report", str(out), "--html", str(html)).returncode == 0
+    page = html.read_text(encoding="utf-8")
+    assert "100.0%" in page
+    assert page.count('<span class="status passed">passed</span>') == 4
+
+
+def test_a_task_the_budget_stops_mid_run_keeps_its_attempts(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    wrong_forever(provider)
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 1, attempts=5)
+    out = tmp_path / "results.jsonl"
+
+    done = run_agent("batch", str(tasks), "--out", str(out), "--max-tokens", "500")
+
+    assert done.returncode == 6, done.stderr
+    assert len(provider.requests) == 2
+    (line,) = [json.loads(text) for text in out.read_text(encoding="utf-8").splitlines()]
+    assert line["status"] == "budget"
+    assert line["error"]["kind"] == "budget"
+    assert line["spend"]["planner_calls"] == 2
+    assert line["tokens"] == 732
+    assert line["run_id"]  # its record keeps the attempts made
+    replay = run_agent("replay", line["run_id"])
+    assert "test 1 (calculator.py): recorded failed" in replay.stdout
+    assert "test 2 (calculator.py): recorded failed" in replay.stdout

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import (
     FIXED_CALCULATOR,
     MODEL,
@@ -103,8 +104,14 @@ def test_batch_runs_each_task_with_its_model_and_compares_models(
         ],
     )
     out = tmp_path / "results.jsonl"
+    prices = tmp_path / "prices.toml"
+    prices.write_text(
+        '[models."a"]\ninput_per_mtok = 1\noutput_per_mtok = 2\n'
+        '[models."b"]\ninput_per_mtok = 10\noutput_per_mtok = 20\n',
+        encoding="utf-8",
+    )
 
-    run = run_agent("batch", str(tasks), "--out", str(out), "--json")
+    run = run_agent("batch", str(tasks), "--out", str(out), "--prices", str(prices), "--json")
 
     assert run.returncode == 1, run.stderr  # the b tasks failed
     assert sorted(models_asked(provider)) == ["a", "a", "b", "b"]
@@ -121,10 +128,14 @@ def test_batch_runs_each_task_with_its_model_and_compares_models(
     assert (by_model["a"]["passed"], by_model["a"]["tasks"]) == (2, 2)
     assert (by_model["b"]["passed"], by_model["b"]["tasks"]) == (0, 2)
     assert by_model["a"]["tokens"] == 2 * 366
+    # Each call is 321 prompt and 45 completion tokens, priced as the model asked for.
+    assert by_model["a"]["cost"] == pytest.approx(2 * (321 * 1 + 45 * 2) / 1e6)
+    assert by_model["b"]["cost"] == pytest.approx(2 * (321 * 10 + 45 * 20) / 1e6)
+    assert run.json()["spend"]["planner_calls"] == 4
 
     table = run_agent("batch", str(tasks), "--out", str(out), "--resume")
     rows = {line.split()[1]: line for line in table.stdout.splitlines() if line.startswith("model")}
-    assert "2/2 passed (100.0%)" in rows["a"]
+    assert "2/2 passed (100.0%), 732 tokens, $0.0008" in rows["a"]
     assert "0/2 passed (0.0%)" in rows["b"]
 
     html = tmp_path / "report.html"
@@ -134,6 +145,7 @@ def test_batch_runs_each_task_with_its_model_and_compares_models(
     assert "by model" in page
     assert "100.0% (2 of 2)" in page
     assert "0.0% (0 of 2)" in page
+    assert "$0.0082" in page  # b's cost: 2 x (3,210 + 900) / 1e6
 
 
 def test_batch_model_option_is_the_default_for_lines_without_one(

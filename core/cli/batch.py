@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -10,7 +11,15 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
-from .options import DebugOption, checked_model
+from .options import (
+    DebugOption,
+    MaxCostOption,
+    MaxPlannerCallsOption,
+    MaxTokensOption,
+    PricesOption,
+    checked_model,
+    ledger_for,
+)
 
 if TYPE_CHECKING:
     from ..batch import TaskLine, TaskResult
@@ -19,6 +28,7 @@ _LABELS = {
     "passed": "passed",
     "failed": "failed",
     "rejected": "rejected",
+    "budget": "stopped by budget",
     "provider-error": "provider errors",
     "sandbox-error": "sandbox errors",
     "usage-error": "usage errors",
@@ -57,13 +67,25 @@ def batch(
             "(default: CODING_AGENT_MODEL).",
         ),
     ] = None,
+    max_planner_calls: MaxPlannerCallsOption = None,
+    max_tokens: MaxTokensOption = None,
+    max_cost: MaxCostOption = None,
+    prices: PricesOption = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the summary as one JSON object on stdout.")
     ] = False,
     debug: DebugOption = False,
 ) -> None:
-    """Run a file of tasks, a few at once, one result line per task; resumable."""
+    """Run a file of tasks, a few at once, one result line per task; resumable.
+
+    A budget (--max-planner-calls, --max-tokens, --max-cost) bounds the whole batch:
+    once it is reached no planner call starts, running sandboxes finish, and the tasks
+    it stopped or never started end as `budget`; --resume runs them again within what
+    is left of the budget, counting what the results file already spent.
+    """
     from .. import batch as batching
+    from ..budget import Budget
+    from ..errors import EXIT_CODES
     from . import terminal
 
     with terminal.reporting(as_json, debug):
@@ -78,9 +100,23 @@ def batch(
             )
         results = batching.ResultsFile(out, resume=resume, tasks_file=tasks)
         try:
+            ledger = ledger_for(
+                max_planner_calls=max_planner_calls,
+                max_tokens=max_tokens,
+                max_cost=max_cost,
+                prices=prices,
+                models={task_line.task.model or model for task_line in todo},
+                environ=os.environ,
+                spent=results.spent,
+            )
             host = terminal.load_plugins()
             plugins = host.plugin_infos()
-            waiting = [t for t in todo if t.task_id not in results.done]
+            # A task a budget stopped has no verdict: a resumed batch runs it again.
+            waiting = [
+                t
+                for t in todo
+                if t.task_id not in results.done or results.done[t.task_id].status == "budget"
+            ]
             if resume and len(waiting) < len(todo):
                 terminal.say(f"{len(todo) - len(waiting)} tasks already have results in {out}")
             progress = _Progress(len(todo), len(todo) - len(waiting))
@@ -93,7 +129,7 @@ def batch(
                 batching.run_tasks(
                     waiting,
                     lambda task_line: batching.run_task(
-                        task_line, host, plugins=plugins, model=model
+                        task_line, host, plugins=plugins, model=model, ledger=ledger
                     ),
                     jobs=jobs,
                     started=progress.started,
@@ -106,11 +142,14 @@ def batch(
         finally:
             results.close()
         summary = _summary(list(results.done.values()), len(invalid), len(waiting), wall)
+        summary["budget"] = ledger.reached() if ledger.budget != Budget() else None
         if as_json:
             terminal.print_json(summary, indent=2)
         else:
             _print_summary(summary)
     all_passed = not invalid and summary["counts"]["passed"] == len(todo)
+    if summary["counts"]["budget"]:
+        raise typer.Exit(EXIT_CODES["budget"])
     raise typer.Exit(0 if all_passed else 1)
 
 
@@ -185,8 +224,9 @@ class _Progress:
 
 
 def _summary(results: list[TaskResult], invalid: int, ran: int, wall: float) -> dict[str, Any]:
-    from ..batch import STATUSES, per_model
+    from ..batch import STATUSES, per_model, total_spend
     from ..grading import RESOLUTIONS
+    from ..serialization import to_jsonable
 
     counts = {status: sum(1 for r in results if r.status == status) for status in STATUSES}
     resolutions = {name: sum(1 for r in results if r.resolution == name) for name in RESOLUTIONS}
@@ -197,6 +237,8 @@ def _summary(results: list[TaskResult], invalid: int, ran: int, wall: float) -> 
         "resolutions": resolutions,
         "invalid_lines": invalid,
         "tokens": sum(r.tokens for r in results),
+        # What every planner call of these tasks spent: calls, tokens, cost (with --prices).
+        "spend": to_jsonable(total_spend(results)),
         # Tasks that asked for more than one model: how each model did (else empty).
         "models": [
             {
@@ -205,6 +247,7 @@ def _summary(results: list[TaskResult], invalid: int, ran: int, wall: float) -> 
                 "passed": tally.passed,
                 "pass_rate": round(tally.pass_rate, 4),
                 "tokens": tally.tokens,
+                "cost": tally.cost,
             }
             for tally in per_model(results)
         ],
@@ -225,13 +268,15 @@ def _print_summary(summary: dict[str, Any]) -> None:
             (
                 f"model {name}",
                 f"{tally['passed']:,}/{tally['tasks']:,} passed "
-                f"({100 * tally['pass_rate']:.1f}%), {tally['tokens']:,} tokens",
+                f"({100 * tally['pass_rate']:.1f}%), {tally['tokens']:,} tokens"
+                + (f", ${tally['cost']:,.4f}" if tally["cost"] is not None else ""),
             )
         )
     rows += [
         ("invalid lines", f"{summary['invalid_lines']:,}"),
         ("tasks with results", f"{summary['tasks']:,}"),
         ("tokens", f"{summary['tokens']:,}"),
+        ("spent", _spent(summary["spend"])),
         ("task time", f"{summary['task_seconds']:.1f} s"),
         (
             "wall time",
@@ -239,5 +284,14 @@ def _print_summary(summary: dict[str, Any]) -> None:
             + (f" ({summary['tasks_per_second']:.2f}/s)" if summary["ran"] else ""),
         ),
     ]
+    if summary["budget"] is not None:
+        rows.append(("budget", f"reached: {summary['budget']}; --resume continues within it"))
     width = max(len(label) for label, _ in rows)
     typer.echo("\n".join(f"{label:<{width}}  {value:>8}" for label, value in rows))
+
+
+def _spent(spend: dict[str, Any]) -> str:
+    from ..budget import Spend
+    from ..serialization import structure
+
+    return str(structure(spend, Spend).describe())

@@ -25,7 +25,7 @@ def report(
 ) -> None:
     """Write a batch's results as a self-contained HTML report (no network resources)."""
     from .. import records
-    from ..batch import blank_key, read_results, without_key
+    from ..batch import blank_key, latest, read_results, without_key
     from ..errors import UsageError
     from ..report import render_html
     from . import terminal
@@ -45,7 +45,9 @@ def report(
         if not found:
             raise UsageError(f"{str(results)!r} holds no results; no report written")
         _check_report_path(html, results)
-        found = [without_key(result) for result in found]  # a hand-made file may hold the key
+        # A hand-made file may hold the key; a task a budget stopped, then resumed, has two
+        # lines, of which the last is its result.
+        found = [without_key(result) for result in latest(found)]
         try:
             records.write_private_file(html, render_html(found, title=blank_key(results.name)))
         except OSError as error:
