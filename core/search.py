@@ -165,7 +165,8 @@ class Search:
         except BudgetReached as reached:
             # No further planner call; the other candidates' sandboxes finish their tests.
             self.budget_stop = self.budget_stop or reached
-            self.say(number, reached.message)
+            if self.parallel:  # else the run ends in it, and says so once
+                self.say(number, reached.message)
             return Candidate(number, tuple(made), stopped=True)
         except AgentError as error:
             if self.reports_attempts:
@@ -186,6 +187,7 @@ class Search:
         planned: PlannerResult | None = None
         cost: float | None = None
         if self.planner is not None:
+            self.ledger.begin_call()  # before anything is said: a budget reached ends it here
             of = f" (attempt {count} of {self.attempts})" if self.attempts > 1 else ""
             self.say(
                 number,
@@ -194,7 +196,6 @@ class Search:
             request = plan_request(
                 self.seed, self.instruction, self.files, self.options, feedback, self.context
             )
-            self.ledger.begin_call()
             try:
                 planned = records.call_planner(self.planner, request, environ=self.environ)
             except PlanRejected as error:  # the planner's own check of the contract
