@@ -99,6 +99,24 @@ def model_name(_: object, attribute: Any, value: str | None) -> None:
         check_model_name(value, repr(attribute.name))
 
 
+def check_edit_format(value: object, what: str) -> str:
+    """Return ``value`` if it is one of :data:`~.edits.EDIT_FORMATS`.
+
+    :param what: how messages name the value (``--edit-format``, ``'edit_format'``).
+    :raises LimitError: it is not.
+    """
+    from .edits import EDIT_FORMATS  # edits imports this module
+
+    if not isinstance(value, str) or value not in EDIT_FORMATS:
+        raise LimitError(f"{what} must be one of {', '.join(EDIT_FORMATS)}, not {value!r}")
+    return value
+
+
+def edit_format_name(_: object, attribute: Any, value: str) -> None:
+    """A validator: a name :func:`check_edit_format` accepts."""
+    check_edit_format(value, repr(attribute.name))
+
+
 @attrs.frozen
 class PlannerOptions:
     """Per-run choices about how the planner talks to its provider, set from the command line.
@@ -118,6 +136,12 @@ class PlannerOptions:
         instead of the planner's own default (``CODING_AGENT_MODEL`` for the built-in
         planner); ``None`` for that default. A planner that has no choice of model
         ignores it.
+    :ivar edit_format: how to ask the model to write its plan (``agent run
+        --edit-format``, a batch task's ``edit_format``): one of ``EDIT_FORMATS`` in
+        ``sandboxed_coding_agent.core.edits``, ``"whole"`` files (the default),
+        ``"search-replace"`` edits or a ``"udiff"``, which that module applies. The plan
+        is whole files whatever the answer's format. A planner that cannot ask for a
+        format ignores it.
     """
 
     timeout_seconds: float = attrs.field(default=90.0, converter=float, validator=v.gt(0))
@@ -125,6 +149,7 @@ class PlannerOptions:
     structured_output: bool = False
     temperature: float = attrs.field(default=0.0, validator=[v.ge(0.0), v.le(2.0)])
     model: str | None = attrs.field(default=None, validator=model_name)
+    edit_format: str = attrs.field(default="whole", validator=edit_format_name)
 
 
 #: The temperature parallel candidates ask for unless told otherwise: above 0, so that
