@@ -146,7 +146,7 @@ def run_task(
             plugins=plugins,
             run_id=run_id,
             environ=environ,
-            planner_options=PlannerOptions(model=model),
+            planner_options=PlannerOptions(model=model, edit_format=task.edit_format),
             ledger=spending,
             **{name: value for name, value in options.items() if value is not None},
         )

@@ -2,8 +2,8 @@
 
 A tasks file holds one JSON object per line (blank lines and lines starting
 with ``#`` are skipped), each naming a ``seed`` and optionally an ``id``, a
-``prompt``, ``attempts``, ``candidates``, a ``planner``, a ``runner`` and a
-``model``. A
+``prompt``, ``attempts``, ``candidates``, a ``planner``, a ``runner``, a
+``model`` and an ``edit_format``. A
 task's ID is its ``id`` or ``line-N`` (its line number); results are keyed by
 it, so ``--resume`` can skip what is done.
 """
@@ -24,7 +24,7 @@ import attrs
 from . import orchestrator
 from .contract import _no_duplicate_keys
 from .errors import UsageError
-from .model import MAX_ATTEMPTS, MAX_CANDIDATES, LimitError, model_name
+from .model import MAX_ATTEMPTS, MAX_CANDIDATES, LimitError, edit_format_name, model_name
 from .serialization import describe_structure_error, structure
 
 #: Options a task line may give that only some versions of ``orchestrator.run`` take.
@@ -73,6 +73,8 @@ class BatchTask:
     :ivar runner: the test runner.
     :ivar model: the model to ask the planner for (``agent run --model``); ``agent
         batch --model``'s, or the planner's default, when not given.
+    :ivar edit_format: how the model writes its plan (``agent run --edit-format``):
+        ``whole`` (the default), ``search-replace`` or ``udiff``.
     """
 
     seed: str
@@ -83,6 +85,7 @@ class BatchTask:
     planner: str = "openai"
     runner: str = "local"
     model: str | None = attrs.field(default=None, validator=model_name)
+    edit_format: str = attrs.field(default="whole", validator=edit_format_name)
 
 
 @attrs.frozen

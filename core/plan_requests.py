@@ -6,7 +6,7 @@ output (nor the exit code, which code that read one could choose).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from . import records
 from .context import MAX_LEFT_OUT_LISTED, PlannerContext, planner_context
@@ -117,3 +117,33 @@ def _names_a_file(text: str, paths: Iterable[str]) -> bool:
         if any(name and name in text for name in names):
             return True
     return False
+
+
+class ShownFiles(Mapping[str, str]):
+    """A seed's files as a planner may see them, by path, each read when first looked up:
+    what an edit in a plan file (``agent run --plan``) applies to. Never a hidden test,
+    which is looked up as a file that does not exist."""
+
+    def __init__(self, seed: SeedProject) -> None:
+        hidden = set(seed.hidden_files)
+        self._seed = seed
+        self._paths = [path for path in seed.files if path not in hidden]
+        self._known = set(self._paths)
+        self._read: dict[str, str] = {}
+
+    def __getitem__(self, path: str) -> str:
+        if path not in self._known:
+            raise KeyError(path)
+        if path not in self._read:
+            data = self._seed.read_tree_files([path]).get(path, b"")
+            self._read[path] = data.decode("utf-8", errors="replace")  # as the planner is shown
+        return self._read[path]
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._known
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)

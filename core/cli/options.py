@@ -64,6 +64,17 @@ def checked_model(name: str | None) -> str | None:
         raise UsageError(str(error)) from None
 
 
+def checked_edit_format(name: str | None) -> str:
+    """``--edit-format``: one of the edit formats; ``whole`` when not given."""
+    from ..errors import UsageError
+    from ..model import LimitError, check_edit_format
+
+    try:
+        return "whole" if name is None else check_edit_format(name, "--edit-format")
+    except LimitError as error:
+        raise UsageError(str(error)) from None
+
+
 def group(help_text: str) -> typer.Typer:
     """A command group (``agent seeds``, ``agent plugins``, ...) formatted like ``agent``."""
     return typer.Typer(

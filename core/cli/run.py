@@ -31,13 +31,14 @@ from .options import (
     PolicyParamOption,
     PricesOption,
     SeedOption,
+    checked_edit_format,
     checked_model,
     ledger_for,
 )
 from .terminal import echo, has_record, load_plugins, print_json, reporting, say
 
 if TYPE_CHECKING:
-    from ..model import Attempt, PatchPlan, RunResult, SeedLimits
+    from ..model import Attempt, PatchPlan, RunResult, SeedLimits, SeedProject
 
 MAX_PLAN_FILE_BYTES = 1024 * 1024
 
@@ -200,6 +201,14 @@ def run(
             help="Model to ask the planner for, in place of CODING_AGENT_MODEL (not with --plan).",
         ),
     ] = None,
+    edit_format: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FORMAT",
+            help="How the model writes its plan: whole (files, the default), search-replace "
+            "(edits) or udiff (a unified diff); not with --plan.",
+        ),
+    ] = None,
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = None,
     policy_param: PolicyParamOption = None,
@@ -213,7 +222,8 @@ def run(
     server on this machine; requests go to its /chat/completions, such as
     https://api.openai.com/v1/chat/completions), CODING_AGENT_MODEL and
     CODING_AGENT_API_KEY (--model names another model for one run). With --plan
-    FILE no provider is needed. `agent doctor` checks them.
+    FILE no provider is needed: FILE holds JSON whole files, search/replace edits
+    or a diff, or a unified diff as `git diff` writes it. `agent doctor` checks them.
     """
     from .. import contract, policy_parameters, run_records
     from ..serialization import to_jsonable
@@ -221,6 +231,11 @@ def run(
     with reporting(as_json, debug):
         if plan_file is not None and prompt is not None:
             raise UsageError("give either a PROMPT or --plan, not both")
+        if plan_file is not None and edit_format is not None:
+            raise UsageError(
+                "--edit-format needs a planner: a plan file is read in whichever format it has"
+            )
+        chosen_format = checked_edit_format(edit_format)
         if prompt is not None and not contract.is_utf8(prompt):
             raise UsageError(
                 "the PROMPT is not valid UTF-8 text (check the terminal's or the script's "
@@ -252,7 +267,7 @@ def run(
         seed_project = host.seed(seed)
         test_runner = host.runner(runner)
         chosen_planner = host.planner(planner) if plan_file is None else None
-        given_plan = read_plan_file(plan_file) if plan_file is not None else None
+        given_plan = read_plan_file(plan_file, seed_project) if plan_file is not None else None
         result = run_records.run_recorded(
             seed_project,
             plugins=host.plugin_infos(),
@@ -285,6 +300,7 @@ def run(
                     else (CANDIDATE_TEMPERATURE if candidates > 1 else 0.0)
                 ),
                 model=checked_model(model),
+                edit_format=chosen_format,
             ),
             progress=say,
             attempts=attempts,
@@ -300,8 +316,13 @@ def run(
     raise typer.Exit(EXIT_TESTS_PASSED if result.tests_passed else EXIT_TESTS_FAILED)
 
 
-def read_plan_file(path: Path) -> PatchPlan:
-    """The plan in a JSON file, checked against the patch contract's JSON rules."""
+def read_plan_file(path: Path, seed: SeedProject | None = None) -> PatchPlan:
+    """The plan in a file, checked against the patch contract's JSON rules: JSON whole
+    files, or, given the seed whose files they change, JSON search/replace edits, a JSON
+    ``{"diff": ...}`` or a unified diff as ``git diff`` writes it (see :mod:`..edits`).
+
+    :raises PlanRejected: the file is not a plan, or its edits do not apply (exit 4).
+    """
     from .. import contract
 
     try:
@@ -319,7 +340,12 @@ def read_plan_file(path: Path) -> PatchPlan:
                 )
             ]
         )
-    return contract.parse_plan(data)
+    if seed is None:
+        return contract.parse_plan(data)
+    from ..edits import plan_from_plan_file
+    from ..plan_requests import ShownFiles
+
+    return plan_from_plan_file(data, ShownFiles(seed), limits=seed.limits)
 
 
 def _limits_with(limits: SeedLimits, **overrides: Any) -> SeedLimits:

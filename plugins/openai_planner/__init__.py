@@ -30,6 +30,13 @@ How it meets the ordinary ways real providers fail:
 * The plan JSON wrapped in a Markdown fence or in prose is taken when the
   answer holds exactly one JSON object; otherwise it is a provider error.
 
+The model is asked for whole files, search/replace edits or a unified diff, as
+``PlannerOptions.edit_format`` says; an answer in any of the three is accepted
+whatever was asked, and edits are applied to the files the model was shown
+(:mod:`sandboxed_coding_agent.core.edits`) to make the whole-file plan. Edits
+that do not apply are a refused plan whose reasons the repair attempt passes
+back to the model.
+
 The agent records every call (:mod:`sandboxed_coding_agent.core.records`) for
 ``agent logs PLANNER_TASK_ID``; this planner adds the request it sent, each
 attempt's status and timing, and an excerpt of the answer, as the details of its
@@ -50,7 +57,7 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from sandboxed_coding_agent.core import contract, records
+from sandboxed_coding_agent.core import contract, edits, records
 from sandboxed_coding_agent.core.errors import AgentError, PlanRejected, UsageError
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import PlannerResult, PlanRequest
@@ -176,7 +183,8 @@ class OpenAICompatiblePlanner:
             raise call.error(f"{problem}; it begins: {call.quoted(content[:120])}") from None
         try:
             plan = contract.validate_plan(
-                contract.parse_plan(text),
+                # In the format asked for or any other: the one key of the answer tells.
+                edits.parse_answer(text, request.files, limits=request.limits),
                 editable_paths=request.editable_paths,
                 limits=request.limits,
             )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sandboxed_coding_agent.core.edit_text import MAX_EDITS
 from sandboxed_coding_agent.core.model import Feedback, PlanRequest
 
 SYSTEM_PROMPT = """\
@@ -26,6 +27,40 @@ Rules:
 - "content" is the whole new file, not a diff; all contents together stay under %(max_bytes)d bytes.
 - Never change any other file; the tests are read-only.
 """
+
+#: How the system prompt asks for an answer in an edit format other than whole files
+#: (see :mod:`sandboxed_coding_agent.core.edits`); it takes the place of the first two
+#: lines and the rules of :data:`SYSTEM_PROMPT`.
+EDIT_FORMAT_PROMPTS = {
+    "search-replace": """\
+You change a small software project so that its unit test passes.
+Answer with one JSON object and nothing else, exactly of this shape:
+{"edits": [{"path": "<an editable path>", "search": "<exact text of the file>", \
+"replace": "<its new text>"}]}
+Rules:
+- "edits" lists 1 to %(max_edits)d edits, applied in order; several may change the same file.
+- "search" is copied exactly from the file's current text, whitespace and line endings \
+included, and occurs exactly once in it: add surrounding lines until it is unique.
+- "replace" is the text that takes its place. Keep each edit small.
+- An empty "search" creates a new file whose whole text is "replace".
+- "path" is one of the editable paths given by the user, written exactly as given.
+- Never change any other file; the tests are read-only.
+""",
+    "udiff": """\
+You change a small software project so that its unit test passes.
+Answer with one JSON object and nothing else, exactly of this shape:
+{"diff": "<a unified diff, as git diff writes it>"}
+Rules:
+- For each file changed: a line "--- a/<path>", a line "+++ b/<path>", then its hunks. \
+A hunk is a line "@@ -<old line>,<old count> +<new line>,<new count> @@" followed by \
+lines that start with " " (unchanged context), "-" (removed) or "+" (added).
+- Context and removed lines are copied exactly from the file; give 2 or 3 lines of \
+context around each change. At most %(max_edits)d hunks.
+- "--- /dev/null" creates a file. Files cannot be deleted or renamed.
+- "<path>" is one of the editable paths given by the user, written exactly as given.
+- Never change any other file; the tests are read-only.
+""",
+}
 
 MAP_HEADING = (
     "Repository map. The files above are only part of the repository; this map lists all of it."
@@ -126,8 +161,47 @@ def feedback_text(feedback: Feedback) -> str:
     )
 
 
+def system_prompt(request: PlanRequest) -> str:
+    """The system message, asking for an answer in the request's edit format."""
+    edit_format = request.options.edit_format
+    if edit_format in EDIT_FORMAT_PROMPTS:
+        return EDIT_FORMAT_PROMPTS[edit_format] % {"max_edits": MAX_EDITS}
+    return SYSTEM_PROMPT % {
+        "max_files": request.limits.max_files,
+        "max_bytes": request.limits.max_total_bytes,
+    }
+
+
 def plan_json_schema(request: PlanRequest) -> dict[str, Any]:
-    """The JSON Schema of a plan for this request's seed, in the subset strict providers accept."""
+    """The JSON Schema of an answer for this request's seed, in its edit format, in the
+    subset strict providers accept."""
+    edit_format = request.options.edit_format
+    if edit_format == "udiff":
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["diff"],
+            "properties": {"diff": {"type": "string"}},
+        }
+    if edit_format == "search-replace":
+        edit = {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["path", "search", "replace"],
+            "properties": {
+                "path": {"type": "string", "enum": list(request.editable_paths)},
+                "search": {"type": "string"},
+                "replace": {"type": "string"},
+            },
+        }
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["edits"],
+            "properties": {
+                "edits": {"type": "array", "minItems": 1, "maxItems": MAX_EDITS, "items": edit}
+            },
+        }
     entry = {
         "type": "object",
         "additionalProperties": False,
@@ -166,11 +240,14 @@ def request_body(model: str, request: PlanRequest) -> dict[str, Any]:
         }
     else:
         response_format = {"type": "json_object"}
+    messages = build_messages(request)
+    if request.options.edit_format != "whole":  # the system message asks for that format
+        messages[0] = {"role": "system", "content": system_prompt(request)}
     return {
         "model": model,
         "temperature": request.options.temperature,
         "response_format": response_format,
-        "messages": build_messages(request),
+        "messages": messages,
     }
 
 
