@@ -187,9 +187,13 @@ def _apply_edit(
             "those (an edit with an empty search creates a new file)",
             label,
         )
-    if "\r\n" in text and "\r" not in search:  # a CRLF file edited as the model wrote it
-        search, replacement = search.replace("\n", "\r\n"), replacement.replace("\n", "\r\n")
     found, total = occurrences(text, search)
+    crlf = "\r\n" in text
+    if not found and crlf and "\r" not in search:  # a CRLF file, edited with LF
+        search = search.replace("\n", "\r\n")
+        found, total = occurrences(text, search)
+    if crlf and "\r" not in replacement:
+        replacement = replacement.replace("\n", "\r\n")
     if total == 1 and len(found) == 1:
         at = found[0]
         current[path] = text[:at] + replacement + text[at + len(search) :]

@@ -34,6 +34,9 @@ from .model import PatchFile, PatchPlan
 from .seeds import SeedLimits
 
 _HEADER = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+#: The most lines of a diff that are read: a diff making the largest plan the seed
+#: limits' ceilings allow has far fewer; each line read costs about a hundred bytes.
+MAX_DIFF_LINES = 500_000
 _BARE_HEADER = re.compile(r"@@\s*(?:\.\.\.)?\s*@@.*|@@\s*")
 _IGNORED = (
     "diff --git ",
@@ -106,8 +109,11 @@ def parse_diff(text: str) -> list[FileDiff]:
     """The files and hunks of a unified diff.
 
     :raises PlanRejected: ``diff-malformed`` (naming the diff's line and what is wrong),
-        ``diff-delete``, or ``edit-count`` past :data:`~.edit_text.MAX_EDITS` hunks.
+        ``diff-delete``, or ``edit-count`` past :data:`~.edit_text.MAX_EDITS` hunks or
+        files, or :data:`MAX_DIFF_LINES` lines.
     """
+    if text.count("\n") > MAX_DIFF_LINES:  # before the lines are made: each costs memory
+        raise PlanRejected([reject("edit-count", f"the diff has more than {MAX_DIFF_LINES} lines")])
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -133,6 +139,10 @@ def parse_diff(text: str) -> list[FileDiff]:
                 raise PlanRejected([reject("diff-delete", _DELETE, deleted)])
             if old is not None and _plain(old) != _plain(new):
                 raise _malformed(number, "renaming a file is not supported")
+            if len(files) == MAX_EDITS:
+                raise PlanRejected(
+                    [reject("edit-count", f"the diff changes more than {MAX_EDITS} files")]
+                )
             files.append(FileDiff(new, number, creates=old is None))
             hunk, header_next = None, True
         elif line.startswith("@@"):

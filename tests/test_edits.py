@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Mapping
@@ -366,3 +367,94 @@ def test_plan_file_that_is_neither_json_nor_a_diff_is_a_json_rejection() -> None
     with pytest.raises(PlanRejected) as caught:
         edits.plan_from_plan_file(b"not a plan at all", FILES)
     assert caught.value.rejections[0].rule == "plan-json"
+
+
+# --- a hostile model's answers ----------------------------------------------------------
+
+
+def test_mutated_diffs_are_refused_or_applied_never_crash() -> None:
+    import random
+
+    pieces = [
+        *("", " ", "-", "+", "-- ", "\r", "@@", "@@ -1 +1 @@", "@@ -0,0 +0,0 @@"),
+        *("--- a/x", "+++ b/x", "--- /dev/null", "+++ /dev/null", "diff --git a/x b/x"),
+        *("\\ No newline at end of file", "deleted file mode 100644", "rename from x"),
+        *("@@ -99999999999999999999,1 +1 @@", " def add(left, right):", "+++ b/calculator.py"),
+    ]
+    files = {**FILES, "w.py": "a\r\nb\r\nc", "e.py": ""}
+    base = (
+        CALC_DIFF + "--- /dev/null\n+++ b/n.py\n@@ -0,0 +1 @@\n+x\n\\ No newline at end of file\n"
+    )
+    draw = random.Random(7)
+    for _ in range(3000):
+        lines = base.split("\n")
+        for _ in range(draw.randint(1, 5)):
+            at = draw.randrange(len(lines))
+            kind = draw.randrange(3)
+            if kind == 0:
+                del lines[at]
+            elif kind == 1:
+                lines.insert(at, draw.choice(pieces))
+            else:
+                lines[at:at] = lines[draw.randrange(len(lines)) :][:2]
+        text = "\n".join(lines)
+        with contextlib.suppress(PlanRejected):
+            edits.plan_from_edit_data({"diff": text}, files)
+        with contextlib.suppress(PlanRejected):
+            edits.plan_from_plan_file(text.encode(), files)
+
+
+def test_diff_of_many_files_or_lines_is_refused_before_it_costs_memory() -> None:
+    started = time.monotonic()
+    headers = "--- a/x.py\n+++ b/x.py\n" * 300_000
+    assert refusal({"diff": headers}).rule == "edit-count"
+    lines = "--- a/calculator.py\n+++ b/calculator.py\n@@ @@\n" + "+ab\n" * 600_000
+    rejection = refusal({"diff": lines})
+    assert rejection.rule == "edit-count"
+    assert "more than 500000 lines" in rejection.message
+    assert time.monotonic() - started < 5
+
+
+def test_huge_numbers_in_a_hunk_header_are_refused_not_crashed_on() -> None:
+    adds = "--- a/calculator.py\n+++ b/calculator.py\n@@ -99999999999999999999,0 +1 @@\n+x\n"
+    assert refusal({"diff": adds}).rule == "diff-no-match"
+    found = CALC_DIFF.replace("@@ -3,4 +3,4 @@", "@@ -99999999999999999999,4 +1,4 @@")
+    assert apply({"diff": found}) == {"calculator.py": FIXED}
+
+
+def test_edits_reaching_outside_the_project_are_made_and_the_contract_refuses_them() -> None:
+    for answer in (
+        {"edits": [edit("../outside.py", "", "x = 1\n")]},
+        {"edits": [edit("/etc/passwd", "", "x\n")]},
+        {"diff": "--- /dev/null\n+++ b/../../outside.py\n@@ -0,0 +1 @@\n+x\n"},
+    ):
+        plan = edits.plan_from_edit_data(answer, FILES)
+        rejections = contract.check_plan(
+            plan, editable_paths=("calculator.py",), limits=SeedLimits()
+        )
+        assert {r.rule for r in rejections} >= {"path-segment", "path-not-editable"}, answer
+
+
+def test_creating_a_hidden_test_reads_as_creating_any_file_not_shown() -> None:
+    def said(path: str) -> list[str]:
+        plan = edits.plan_from_edit_data({"edits": [edit(path, "", "x = 1\n")]}, FILES)
+        rejections = contract.check_plan(
+            plan, editable_paths=("calculator.py",), limits=SeedLimits()
+        )
+        return [r.describe().replace(path, "P") for r in rejections]
+
+    assert said("held_out_test.py") == said("brand_new.py")
+
+
+def test_crlf_file_gets_crlf_replacement_lines_when_the_search_is_one_line() -> None:
+    files = {"w.py": "a = 1\r\nb = 2\r\n"}
+    assert apply({"edits": [edit("w.py", "a = 1", "a = 1\nc = 3")]}, files) == {
+        "w.py": "a = 1\r\nc = 3\r\nb = 2\r\n"
+    }
+
+
+def test_search_written_with_crlf_for_an_lf_file_gets_a_line_ending_hint() -> None:
+    rejection = refusal({"edits": [edit("calculator.py", "def add(left, right):\r\n", "x")]})
+    assert rejection.rule == "edit-no-match"
+    assert "would match at line 4" in rejection.message
+    assert "line endings" in rejection.message
