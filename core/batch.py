@@ -9,11 +9,8 @@ their names are importable from here too.
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import TypeVar
+from collections.abc import Mapping, Sequence
 
 from . import run_records
 from .batch_results import (
@@ -43,9 +40,10 @@ from .batch_tasks import (
     supported_run_options,
 )
 from .budget import Ledger
-from .errors import AgentError, PlanRejected
+from .errors import AgentError, Interrupted, PlanRejected
 from .model import PlannerOptions, RunResult, TokenUsage
 from .plugins import PluginHost, PluginInfo
+from .task_pool import StopRequest, run_tasks
 
 __all__ = [
     "MAX_TASKS_FILE_BYTES",
@@ -57,6 +55,7 @@ __all__ = [
     "InvalidLine",
     "ModelTally",
     "ResultsFile",
+    "StopRequest",
     "TaskError",
     "TaskLine",
     "TaskResult",
@@ -83,9 +82,6 @@ _STATUS_OF_KIND = {
     "usage": "usage-error",
     "configuration": "usage-error",
 }
-#: What :func:`run_tasks` runs, and what each task gives.
-Job = TypeVar("Job")
-Done = TypeVar("Done")
 
 
 def tokens_of(result: RunResult) -> int:
@@ -103,6 +99,7 @@ def run_task(
     environ: Mapping[str, str] = os.environ,
     model: str | None = None,
     ledger: Ledger | None = None,
+    stop: StopRequest | None = None,
 ) -> TaskResult:
     """Run one task as ``agent run`` would, recorded; any error becomes its result.
 
@@ -111,6 +108,9 @@ def run_task(
         and held to its budget. A task that a budget stops before it passed ends in the
         status ``budget``, and so does one that starts after the budget was reached
         (without any planner call).
+    :param stop: the batch's stop request, which the run listens to.
+    :raises Interrupted: the stop request stopped the run before it passed: it has
+        no result (its record says so), and ``--resume`` runs it again.
     """
     task = task_line.task
     model = task.model or model
@@ -148,9 +148,12 @@ def run_task(
             environ=environ,
             planner_options=PlannerOptions(model=model, edit_format=task.edit_format),
             ledger=spending,
+            stop=stop,
             **{name: value for name, value in options.items() if value is not None},
         )
         status = "passed" if result.tests_passed else "failed"
+    except Interrupted:
+        raise
     except AgentError as failure:
         status = _STATUS_OF_KIND.get(failure.kind, "internal-error")
         error = TaskError(
@@ -181,60 +184,3 @@ def run_task(
         error=error,
         spend=spending.spent,
     )
-
-
-def run_tasks(
-    tasks: Sequence[Job],
-    run_one: Callable[[Job], Done],
-    *,
-    jobs: int,
-    started: Callable[[Job], None],
-    finished: Callable[[Done], None],
-    interrupted: Callable[[int], None],
-) -> None:
-    """Run ``tasks``, at most ``jobs`` at once, calling ``finished`` as each ends.
-
-    Tasks and results may be of any type: ``agent swebench evaluate`` runs its
-    instances through it too.
-
-    On Ctrl-C (``KeyboardInterrupt``) no further task starts; the running ones
-    end their sandboxes and are reported (``interrupted`` is told how many are
-    left), and then the ``KeyboardInterrupt`` is raised again.
-    """
-    stop = threading.Event()
-
-    def work(task_line: Job) -> None:
-        if stop.is_set():
-            return
-        started(task_line)
-        finished(run_one(task_line))
-
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="agent-batch")
-    pending: set[Future[None]] = set()
-    try:
-        pending = {pool.submit(work, task_line) for task_line in tasks}
-        while pending:
-            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            for future in done:
-                future.result()
-    except KeyboardInterrupt:
-        stop.set()
-        for future in pending:
-            future.cancel()
-        _wait_for_running(pending, interrupted)
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _wait_for_running(pending: set[Future[None]], interrupted: Callable[[int], None]) -> None:
-    """Wait for the tasks already running: their sandboxes end and their results are kept."""
-    while True:
-        running = {future for future in pending if not future.done()}
-        if not running:
-            return
-        interrupted(len(running))
-        try:
-            wait(running)
-        except KeyboardInterrupt:
-            continue

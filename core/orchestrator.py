@@ -14,6 +14,7 @@ attempts, and the one chosen).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 
@@ -34,6 +35,7 @@ from .plan_requests import (
 from .policy_checks import check_plan
 from .protocols import PatchPolicy, Planner, Runner
 from .search import Progress, Sandboxes, Search, choose
+from .task_pool import StopRequest
 
 __all__ = [
     "HIDDEN_TEST_FAILED",
@@ -70,6 +72,7 @@ def run(
     first_pass: bool = False,
     environ: Mapping[str, str] = os.environ,
     ledger: Ledger | None = None,
+    stop: StopRequest | None = None,
 ) -> RunResult:
     """Plan with ``planner`` (or use ``plan``), check it, and test it in a fresh sandbox.
 
@@ -94,6 +97,12 @@ def run(
     reached stops that candidate (its running sandboxes finish), and a run in which
     nothing passed then ends in :class:`~.budget.BudgetReached`. Default: a ledger of
     this run alone, with no budget.
+
+    ``stop`` is a stop request the run listens to (a batch's, on Ctrl-C or SIGTERM):
+    once it is made, the run starts no planner call, attempt or sandbox, its running
+    sandboxes are stopped (with a :class:`~.protocols.StoppableRunner`; another
+    runner's test runs to its end), and unless an attempt passed it ends in
+    :class:`~.errors.Interrupted`.
 
     :raises BudgetReached: a budget was reached and no attempt passed; the error's
         ``attempts`` (and ``candidates``) hold what was made before it.
@@ -140,10 +149,13 @@ def run(
         sandboxes=Sandboxes(jobs or os.cpu_count() or 1),
         environ=environ,
         ledger=ledger,
+        interrupt=stop,
     )
+    listening = stop.listen(search.sandboxes.stop) if stop is not None else contextlib.nullcontext()
     try:
-        # One candidate runs in this thread, so that Ctrl-C reaches its sandbox as it always has.
-        found = search.in_parallel(candidates) if candidates > 1 else [search.candidate(1)]
+        with listening:
+            # One candidate runs in this thread, so that Ctrl-C reaches its sandbox as always.
+            found = search.in_parallel(candidates) if candidates > 1 else [search.candidate(1)]
         result = search.result(found)
     except AgentError as error:
         error.spend = ledger.spent if planner is not None else None

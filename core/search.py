@@ -19,7 +19,7 @@ from . import records
 from .budget import BudgetReached, Ledger
 from .context import PlannerContext
 from .diffs import changed_lines, unified_diff
-from .errors import AgentError, PlanRejected
+from .errors import AgentError, Interrupted, PlanRejected
 from .grading import graded
 from .model import (
     Attempt,
@@ -36,6 +36,7 @@ from .plan_requests import feedback_on, plan_request, prompt_summary
 from .policy_checks import check_plan
 from .protocols import PatchPolicy, Planner, PreparingRunner, Runner, StoppableRunner
 from .provider import MODEL_ENV
+from .task_pool import StopRequest
 from .verdict import harness_for, verified
 
 Progress = Callable[[str], None]
@@ -137,6 +138,9 @@ class Search:
     ledger: Ledger = attrs.Factory(Ledger)
     #: The budget that stopped a candidate before its next planner call, if one did.
     budget_stop: BudgetReached | None = None
+    #: The batch's (or the caller's) stop request: once made, the run's ``sandboxes.stop``
+    #: is set, and the run ends in :class:`~.errors.Interrupted` unless it passed.
+    interrupt: StopRequest | None = None
     #: Every candidate's attempts so far, kept as they are made so a stopped run reports them.
     made: dict[int, list[Attempt]] = attrs.Factory(dict)
     runner_name: str = ""
@@ -162,6 +166,8 @@ class Search:
                 if attempt.verdict in ("passed", "stopped"):
                     break
                 feedback = feedback_on(attempt, plan, self.seed, answer)
+        except _Stopped:  # the run was stopped before this attempt's sandbox started
+            return Candidate(number, tuple(made), stopped=True)
         except BudgetReached as reached:
             # No further planner call; the other candidates' sandboxes finish their tests.
             self.budget_stop = self.budget_stop or reached
@@ -260,7 +266,9 @@ class Search:
             self.say(
                 number, f"testing in runner {self.runner.name!r}: {' '.join(job.test_command)}"
             )
-            if self.parallel and isinstance(self.runner, StoppableRunner):
+            # Stoppable when something else may stop it: another candidate, or a stop request.
+            stoppable = self.parallel or self.interrupt is not None
+            if stoppable and isinstance(self.runner, StoppableRunner):
                 outcome = self.runner.run_test_until(job, self.sandboxes.stop)
             else:
                 outcome = self.runner.run_test(job)
@@ -361,6 +369,15 @@ class Search:
     def result(self, candidates: Sequence[Candidate]) -> RunResult:
         chosen = choose(candidates)
         deciding = _deciding_attempt(chosen) if chosen is not None else None
+        passed = deciding is not None and deciding.passed
+        if self.interrupt is not None and self.interrupt.is_set() and not passed:
+            stopped = Interrupted(
+                "interrupted: the run started no further planner call or sandbox, "
+                "and its running sandboxes were stopped"
+            )
+            stopped.attempts = tuple(a for c in candidates for a in c.attempts)
+            stopped.candidates = tuple(candidates) if self.parallel else ()
+            raise stopped
         if self.budget_stop is not None and not (deciding is not None and deciding.passed):
             # Nothing passed, and the budget stopped what might have: that is the outcome.
             reached = self.budget_stop

@@ -85,7 +85,7 @@ def batch(
     """
     from .. import batch as batching
     from ..budget import Budget
-    from ..errors import EXIT_CODES
+    from ..errors import EXIT_CODES, Interrupted
     from . import terminal
 
     with terminal.reporting(as_json, debug):
@@ -125,17 +125,23 @@ def batch(
             def finished(result: TaskResult) -> None:
                 progress.finished(results.append(result))  # as written: the key blanked
 
+            stop = batching.StopRequest()
             try:
                 batching.run_tasks(
                     waiting,
                     lambda task_line: batching.run_task(
-                        task_line, host, plugins=plugins, model=model, ledger=ledger
+                        task_line, host, plugins=plugins, model=model, ledger=ledger, stop=stop
                     ),
                     jobs=jobs,
                     started=progress.started,
                     finished=finished,
                     interrupted=progress.interrupted,
+                    stop=stop,
+                    gave_up=progress.gave_up,
                 )
+            except KeyboardInterrupt:
+                progress.close()
+                raise Interrupted(progress.after_interrupt(tasks, out)) from None
             finally:
                 progress.close()
             wall = time.monotonic() - clock
@@ -161,6 +167,7 @@ class _Progress:
         self.tty = self.stream.isatty()
         self.total, self.done, self.running = total, done, 0
         self.counts: dict[str, int] = {}
+        self.stopped = self.given_up = 0
         self.clock = time.monotonic()
         self.lock = threading.Lock()
         self._draw()
@@ -191,11 +198,34 @@ class _Progress:
 
         with self.lock:
             self._clear()
+            self.stopped = running
             terminal.say(
-                f"interrupted: no further task starts; waiting for {running} running "
-                "task(s) to end their sandboxes (their results are kept)"
+                f"interrupted: no further task, planner call or sandbox starts; stopping the "
+                f"sandboxes of {running} running task(s) (Ctrl-C again to end at once)"
             )
             self._draw()
+
+    def gave_up(self, running: int) -> None:
+        with self.lock:
+            self.given_up = running
+
+    def after_interrupt(self, tasks: Path, out: Path) -> str:
+        """What the interrupted batch says last: what was stopped, what was kept."""
+        from ..task_pool import GRACE_SECONDS
+
+        with self.lock:
+            given_up = (
+                f"; {self.given_up} of them had not ended after {GRACE_SECONDS:g} s (waiting "
+                "on the planner, or on a runner that cannot be stopped) and were abandoned"
+                if self.given_up
+                else ""
+            )
+            return (
+                f"interrupted: no further task, planner call or sandbox was started, and the "
+                f"sandboxes of {self.stopped} running task(s) were stopped{given_up}; those "
+                f"tasks have no result. {self.done} of {self.total} tasks have a result in "
+                f"{out}; `agent batch {tasks} --out {out} --resume` runs the rest"
+            )
 
     def _draw(self) -> None:
         if not self.tty:
