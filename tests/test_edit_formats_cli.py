@@ -279,3 +279,17 @@ def test_task_line_edit_format_asks_for_it_and_a_bad_one_is_an_invalid_line(
     assert (line["id"], line["status"]) == ("diffed", "passed")
     assert len(provider.requests) == 1
     assert '{"diff": "<a unified diff' in request_json(provider)["messages"][0]["content"]
+
+
+def test_validate_reads_a_diff_and_names_the_hunk_that_does_not_apply(
+    run_agent: RunAgent, write_plan: Callable[..., Path]
+) -> None:
+    good = write_plan(CALC_DIFF)
+    bad = write_plan(CALC_DIFF.replace(" def add(left, right):", " def add(a, b):"))
+
+    run = run_agent("validate", str(good), str(bad))
+
+    assert run.returncode == 4, run.stderr
+    assert f"ok {good}" in run.stdout
+    assert f"rejected {bad}:" in run.stdout
+    assert "diff-no-match" in run.stdout

@@ -20,7 +20,10 @@ from .terminal import echo, load_plugins, print_json, reporting
 
 
 def validate(
-    plans: Annotated[list[Path], typer.Argument(help="Plan files (JSON) to check.")],
+    plans: Annotated[
+        list[Path],
+        typer.Argument(help="Plan files to check: JSON (files, edits or a diff) or a git diff."),
+    ],
     seed: SeedOption = "calculator",
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = None,
@@ -46,7 +49,8 @@ def validate(
         )
         for path in plans:
             try:
-                rejections = orchestrator.check_plan(read_plan_file(path), seed_project, policies)
+                plan = read_plan_file(path, seed_project)
+                rejections = orchestrator.check_plan(plan, seed_project, policies)
             except PlanRejected as error:
                 rejections = list(error.rejections)
             except UsageError as error:
