@@ -204,7 +204,7 @@ def large_seed(folder: Path) -> Path:
     folder.mkdir()
     functions = [
         f'def value_{n}():\n    """The number {n}, for the test."""\n    return {n}\n\n\n'
-        for n in range(3000)
+        for n in range(2000)
     ]
     functions[1500] = functions[1500].replace("return 1500", "return 1501")
     (folder / "numbers.py").write_text("".join(functions))
