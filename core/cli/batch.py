@@ -24,6 +24,9 @@ from .options import (
 if TYPE_CHECKING:
     from ..batch import TaskLine, TaskResult
 
+#: What ``--resume --retry-errors`` runs again: errors that say nothing of the patch.
+RETRIED_STATUSES = ("provider-error", "sandbox-error")
+
 _LABELS = {
     "passed": "passed",
     "failed": "failed",
@@ -59,6 +62,22 @@ def batch(
         bool,
         typer.Option("--resume", help="Skip the tasks whose result is already in --out."),
     ] = False,
+    retry_errors: Annotated[
+        bool,
+        typer.Option(
+            "--retry-errors",
+            help="With --resume: run again the tasks whose result is a provider or sandbox "
+            "error (never one that reached a verdict).",
+        ),
+    ] = False,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            metavar="I/N",
+            help="Run only shard I of N: the tasks whose ID hashes to it. N shards together "
+            "run every task once; give each its own --out.",
+        ),
+    ] = None,
     model: Annotated[
         str | None,
         typer.Option(
@@ -85,13 +104,21 @@ def batch(
     """
     from .. import batch as batching
     from ..budget import Budget
-    from ..errors import EXIT_CODES, Interrupted
+    from ..errors import EXIT_CODES, Interrupted, UsageError
+    from ..shards import parse_shard, shard_of
     from . import terminal
 
     with terminal.reporting(as_json, debug):
         model = checked_model(model)
+        if retry_errors and not resume:
+            raise UsageError("--retry-errors goes with --resume: it runs again what --out holds")
+        part = parse_shard(shard) if shard is not None else None
         lines = batching.read_task_lines(tasks)
         todo, invalid = batching.read_tasks(lines, batching.supported_run_options())
+        if part is not None:
+            index, count = part
+            todo = [t for t in todo if shard_of(t.task_id, count) == index]
+            terminal.say(f"shard {index}/{count}: {len(todo)} tasks of this file")
         for problem in invalid:
             terminal.say(
                 batching.blank_key(
@@ -111,11 +138,13 @@ def batch(
             )
             host = terminal.load_plugins()
             plugins = host.plugin_infos()
-            # A task a budget stopped has no verdict: a resumed batch runs it again.
+            # A task a budget stopped has no verdict: a resumed batch runs it again, and
+            # with --retry-errors one that ended in a provider or sandbox error too.
+            again = {"budget", *(RETRIED_STATUSES if retry_errors else ())}
             waiting = [
                 t
                 for t in todo
-                if t.task_id not in results.done or results.done[t.task_id].status == "budget"
+                if t.task_id not in results.done or results.done[t.task_id].status in again
             ]
             if resume and len(waiting) < len(todo):
                 terminal.say(f"{len(todo) - len(waiting)} tasks already have results in {out}")
