@@ -130,8 +130,15 @@ def parse_diff(text: str) -> list[FileDiff]:
             header_next = False
             continue
         following = lines[index + 1] if index + 1 < len(lines) else ""
+        # A removed "-- x" and an added "++ y" look like a file's header; the header's
+        # counts tell them apart, and so does a hunk header after them, when counts are wrong.
         counted = hunk is not None and _counts_done(hunk, seen)
-        if line.startswith("--- ") and following.startswith("+++ ") and (hunk is None or counted):
+        hunk_next = index + 2 < len(lines) and lines[index + 2].startswith("@@")
+        if (
+            line.startswith("--- ")
+            and following.startswith("+++ ")
+            and (hunk is None or counted or hunk_next)
+        ):
             _end(hunk, files)
             old, new = _header_path(line[4:]), _header_path(following[4:])
             if new is None:

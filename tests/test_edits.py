@@ -458,3 +458,18 @@ def test_search_written_with_crlf_for_an_lf_file_gets_a_line_ending_hint() -> No
     assert rejection.rule == "edit-no-match"
     assert "would match at line 4" in rejection.message
     assert "line endings" in rejection.message
+
+
+def test_diff_of_two_files_whose_first_hunk_overstates_its_count() -> None:
+    files = {"a.py": "x = 1\ny = 2\n", "b.py": "z = 3\n"}
+    diff = (
+        "--- a/a.py\n+++ b/a.py\n@@ -1,9 +1,9 @@\n x = 1\n-y = 2\n+y = 20\n"
+        "--- a/b.py\n+++ b/b.py\n@@ -1,1 +1,1 @@\n-z = 3\n+z = 30\n"
+    )
+    assert apply({"diff": diff}, files) == {"a.py": "x = 1\ny = 20\n", "b.py": "z = 30\n"}
+
+
+def test_removed_and_added_lines_that_look_like_a_file_header_stay_hunk_lines() -> None:
+    files = {"q.sql": "select 1;\n-- old\nselect 2;\n"}
+    diff = "--- a/q.sql\n+++ b/q.sql\n@@ -1,3 +1,3 @@\n select 1;\n--- old\n+++ new\n select 2;\n"
+    assert apply({"diff": diff}, files) == {"q.sql": "select 1;\n++ new\nselect 2;\n"}
