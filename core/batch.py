@@ -41,6 +41,7 @@ from .batch_tasks import (
 )
 from .budget import Ledger
 from .errors import AgentError, Interrupted, PlanRejected
+from .events import EventLog
 from .model import PlannerOptions, RunResult, TokenUsage
 from .plugins import PluginHost, PluginInfo
 from .task_pool import StopRequest, run_tasks
@@ -100,6 +101,7 @@ def run_task(
     model: str | None = None,
     ledger: Ledger | None = None,
     stop: StopRequest | None = None,
+    events: EventLog | None = None,
 ) -> TaskResult:
     """Run one task as ``agent run`` would, recorded; any error becomes its result.
 
@@ -109,6 +111,7 @@ def run_task(
         status ``budget``, and so does one that starts after the budget was reached
         (without any planner call).
     :param stop: the batch's stop request, which the run listens to.
+    :param events: the batch's events file: the run's events are written there.
     :raises Interrupted: the stop request stopped the run before it passed: it has
         no result (its record says so), and ``--resume`` runs it again.
     """
@@ -149,6 +152,7 @@ def run_task(
             planner_options=PlannerOptions(model=model, edit_format=task.edit_format),
             ledger=spending,
             stop=stop,
+            events=events.for_task(task_line.task_id) if events is not None else None,
             **{name: value for name, value in options.items() if value is not None},
         )
         status = "passed" if result.tests_passed else "failed"

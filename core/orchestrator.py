@@ -24,6 +24,7 @@ from .budget import Ledger
 from .context import planner_context
 from .diffs import unified_diff
 from .errors import AgentError, UsageError
+from .events import Emit, no_events
 from .model import PatchPlan, PlannerOptions, RunResult, SeedLimits, SeedProject
 from .plan_requests import (
     HIDDEN_TEST_FAILED,
@@ -73,6 +74,7 @@ def run(
     environ: Mapping[str, str] = os.environ,
     ledger: Ledger | None = None,
     stop: StopRequest | None = None,
+    events: Emit | None = None,
 ) -> RunResult:
     """Plan with ``planner`` (or use ``plan``), check it, and test it in a fresh sandbox.
 
@@ -103,6 +105,9 @@ def run(
     sandboxes are stopped (with a :class:`~.protocols.StoppableRunner`; another
     runner's test runs to its end), and unless an attempt passed it ends in
     :class:`~.errors.Interrupted`.
+
+    ``events`` receives the run's events (a plan received, a policy's verdict, a
+    sandbox started and ended, an attempt done; see :mod:`~.events`).
 
     :raises BudgetReached: a budget was reached and no attempt passed; the error's
         ``attempts`` (and ``candidates``) hold what was made before it.
@@ -150,6 +155,7 @@ def run(
         environ=environ,
         ledger=ledger,
         interrupt=stop,
+        emit=events or no_events,
     )
     listening = stop.listen(search.sandboxes.stop) if stop is not None else contextlib.nullcontext()
     try:

@@ -19,7 +19,8 @@ from . import records
 from .budget import BudgetReached, Ledger
 from .context import PlannerContext
 from .diffs import changed_lines, unified_diff
-from .errors import AgentError, Interrupted, PlanRejected
+from .errors import AgentError, Interrupted, PlanRejected, Rejection
+from .events import Emit, no_events
 from .grading import graded
 from .model import (
     Attempt,
@@ -138,6 +139,8 @@ class Search:
     ledger: Ledger = attrs.Factory(Ledger)
     #: The budget that stopped a candidate before its next planner call, if one did.
     budget_stop: BudgetReached | None = None
+    #: Where the run's events go (``agent batch --events``); see :mod:`~.events`.
+    emit: Emit = no_events
     #: The batch's (or the caller's) stop request: once made, the run's ``sandboxes.stop``
     #: is set, and the run ends in :class:`~.errors.Interrupted` unless it passed.
     interrupt: StopRequest | None = None
@@ -163,6 +166,17 @@ class Search:
                 if self.sandboxes.stop.is_set():
                     return Candidate(number, tuple(made), stopped=True)
                 attempt, plan, answer = self.attempt(number, count, feedback, made)
+                usage = attempt.usage
+                self.emit(
+                    "attempt-done",
+                    {
+                        "candidate": number,
+                        "attempt": count,
+                        "verdict": attempt.verdict,
+                        "prompt_tokens": usage.prompt_tokens if usage else None,
+                        "completion_tokens": usage.completion_tokens if usage else None,
+                    },
+                )
                 if attempt.verdict in ("passed", "stopped"):
                     break
                 feedback = feedback_on(attempt, plan, self.seed, answer)
@@ -217,6 +231,7 @@ class Search:
                     cost=cost,
                 )
                 made.append(refused)
+                self._verdict(number, count, error.rejections)
                 self.say(number, f"planner task {error.planner_task_id}: the answer was rejected")
                 return refused, None, error.answer
             except AgentError as error:
@@ -224,6 +239,16 @@ class Search:
                 raise
             cost = self.ledger.add_usage(planned.usage, self._models(planned.model))
             plan = planned.plan
+            self.emit(
+                "plan-received",
+                {
+                    "candidate": number,
+                    "attempt": count,
+                    "planner_task_id": planned.planner_task_id,
+                    "model": planned.model,
+                    "files": list(plan.paths),
+                },
+            )
             summary = prompt_summary(request, planned.details)
             if summary is not None:
                 self.say(number, summary)
@@ -242,6 +267,7 @@ class Search:
             cost=cost,
         )
         rejections = check_plan(plan, self.seed, self.policies)
+        self._verdict(number, count, rejections)
         if rejections:
             if not self.reports_attempts:
                 raise PlanRejected(rejections, planner_task_id=called.planner_task_id)
@@ -266,6 +292,8 @@ class Search:
             self.say(
                 number, f"testing in runner {self.runner.name!r}: {' '.join(job.test_command)}"
             )
+            where = {"candidate": number, "attempt": count}
+            self.emit("sandbox-started", {**where, "runner": self.runner.name})
             # Stoppable when something else may stop it: another candidate, or a stop request.
             stoppable = self.parallel or self.interrupt is not None
             if stoppable and isinstance(self.runner, StoppableRunner):
@@ -273,6 +301,17 @@ class Search:
             else:
                 outcome = self.runner.run_test(job)
             outcome = graded(verified(job, outcome), self.seed)
+            self.emit(
+                "sandbox-ended",
+                {
+                    **where,
+                    "sandbox_id": outcome.sandbox_id,
+                    "exit_code": outcome.exit_code,
+                    "timed_out": outcome.timed_out,
+                    "limit_hit": outcome.limit_hit,
+                    "seconds": outcome.duration_seconds,
+                },
+            )
             self.say(number, f"sandbox {outcome.sandbox_id} terminated")
             if outcome.tests_passed:
                 verdict = "passed"
@@ -299,6 +338,13 @@ class Search:
             made.append(tested)
         self.runner_name = outcome.runner
         return tested, plan, planned.answer if planned else None
+
+    def _verdict(self, number: int, count: int, rejections: Sequence[Rejection]) -> None:
+        rules = [f"{rejection.policy}:{rejection.rule}" for rejection in rejections]
+        self.emit(
+            "policy-verdict",
+            {"candidate": number, "attempt": count, "accepted": not rules, "rules": rules},
+        )
 
     def _models(self, answered: str | None) -> tuple[str | None, ...]:
         """The names a call is priced by: the model asked for (this run's, else the

@@ -70,6 +70,16 @@ def batch(
             "error (never one that reached a verdict).",
         ),
     ] = False,
+    events: Annotated[
+        str | None,
+        typer.Option(
+            "--events",
+            metavar="FILE",
+            help="Write one JSON line per event (task started, plan received, policy verdict, "
+            "sandbox started and ended, attempt and task done, budget, interrupt) to FILE, "
+            "appended, or to stdout with - (the summary then goes to stderr).",
+        ),
+    ] = None,
     shard: Annotated[
         str | None,
         typer.Option(
@@ -105,11 +115,14 @@ def batch(
     from .. import batch as batching
     from ..budget import Budget
     from ..errors import EXIT_CODES, Interrupted, UsageError
+    from ..events import EventLog, no_events
     from ..shards import parse_shard, shard_of
     from . import terminal
 
     with terminal.reporting(as_json, debug):
         model = checked_model(model)
+        if events == "-" and as_json:
+            raise UsageError("--events - and --json both write to stdout; give --events a file")
         if retry_errors and not resume:
             raise UsageError("--retry-errors goes with --resume: it runs again what --out holds")
         part = parse_shard(shard) if shard is not None else None
@@ -150,19 +163,60 @@ def batch(
                 terminal.say(f"{len(todo) - len(waiting)} tasks already have results in {out}")
             progress = _Progress(len(todo), len(todo) - len(waiting))
             clock = time.monotonic()
+            log = EventLog(events) if events is not None else None
+            emit = log.emit if log is not None else no_events
+            emit(
+                "batch-started",
+                {"tasks": len(waiting), "jobs": jobs, "shard": shard, "resumed": resume},
+            )
+            budget_said = threading.Event()
+
+            def started(task_line: TaskLine) -> None:
+                emit(
+                    "task-started",
+                    {
+                        "task": task_line.task_id,
+                        "line": task_line.line,
+                        "seed": task_line.task.seed,
+                        "model": task_line.task.model or model,
+                    },
+                )
+                progress.started(task_line)
 
             def finished(result: TaskResult) -> None:
-                progress.finished(results.append(result))  # as written: the key blanked
+                written = results.append(result)  # as written: the key blanked
+                if written.status == "budget" and not budget_said.is_set():
+                    budget_said.set()
+                    emit("budget-reached", {"task": written.id, "reason": ledger.reached()})
+                spend = written.spend
+                emit(
+                    "task-done",
+                    {
+                        "task": written.id,
+                        "status": written.status,
+                        "seconds": written.seconds,
+                        "run_id": written.run_id,
+                        "tokens": written.tokens,
+                        "cost": spend.cost if spend is not None else None,
+                    },
+                )
+                progress.finished(written)
 
             stop = batching.StopRequest()
             try:
                 batching.run_tasks(
                     waiting,
                     lambda task_line: batching.run_task(
-                        task_line, host, plugins=plugins, model=model, ledger=ledger, stop=stop
+                        task_line,
+                        host,
+                        plugins=plugins,
+                        model=model,
+                        ledger=ledger,
+                        stop=stop,
+                        events=log,
                     ),
                     jobs=jobs,
-                    started=progress.started,
+                    started=started,
                     finished=finished,
                     interrupted=progress.interrupted,
                     stop=stop,
@@ -170,6 +224,9 @@ def batch(
                 )
             except KeyboardInterrupt:
                 progress.close()
+                emit("interrupted", {"running": progress.stopped})
+                took = round(time.monotonic() - clock, 3)
+                emit("batch-done", {"tasks": progress.done, "seconds": took, "interrupted": True})
                 raise Interrupted(progress.after_interrupt(tasks, out)) from None
             finally:
                 progress.close()
@@ -178,10 +235,21 @@ def batch(
             results.close()
         summary = _summary(list(results.done.values()), len(invalid), len(waiting), wall)
         summary["budget"] = ledger.reached() if ledger.budget != Budget() else None
+        emit(
+            "batch-done",
+            {
+                "counts": summary["counts"],
+                "tasks": summary["tasks"],
+                "seconds": round(wall, 3),
+                "interrupted": False,
+            },
+        )
+        if log is not None:
+            log.close()
         if as_json:
             terminal.print_json(summary, indent=2)
         else:
-            _print_summary(summary)
+            _print_summary(summary, err=events == "-")
     all_passed = not invalid and summary["counts"]["passed"] == len(todo)
     if summary["counts"]["budget"]:
         raise typer.Exit(EXIT_CODES["budget"])
@@ -317,7 +385,7 @@ def _summary(results: list[TaskResult], invalid: int, ran: int, wall: float) -> 
     }
 
 
-def _print_summary(summary: dict[str, Any]) -> None:
+def _print_summary(summary: dict[str, Any], *, err: bool = False) -> None:
     rows = [(_LABELS[status], f"{n:,}") for status, n in summary["counts"].items()]
     if any(summary["resolutions"].values()):  # only a batch with graded seeds
         rows += [(f"resolved {name}", f"{n:,}") for name, n in summary["resolutions"].items()]
@@ -346,7 +414,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
     if summary["budget"] is not None:
         rows.append(("budget", f"reached: {summary['budget']}; --resume continues within it"))
     width = max(len(label) for label, _ in rows)
-    typer.echo("\n".join(f"{label:<{width}}  {value:>8}" for label, value in rows))
+    typer.echo("\n".join(f"{label:<{width}}  {value:>8}" for label, value in rows), err=err)
 
 
 def _spent(spend: dict[str, Any]) -> str:
