@@ -112,7 +112,7 @@ def patch(*files: tuple[str, str]) -> PatchPlan:
 class LoadedPlugin:
     """A plugin loaded by the agent's own host, beside the built-in plugins.
 
-    :ivar host: the :class:`~sandboxed_coding_agent.core.plugins.PluginHost`
+    :ivar host: the ``PluginHost`` (of ``sandboxed_coding_agent.core.plugins``)
         holding it and the built-in plugins (not an API: it may change).
     :ivar names: the plugin names loaded (one per entry point).
     :ivar problems: what the agent would print about the plugins, one line each.
