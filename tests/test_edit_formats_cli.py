@@ -45,6 +45,7 @@ def test_search_replace_answer_through_agent_run_passes_and_the_prompt_asks_for_
     system = body["messages"][0]["content"]
     assert '{"edits": [{"path": "<an editable path>", "search"' in system
     assert '"content"' not in system
+    assert "files change; the changed files together stay under 12000 bytes" in system
     schema = body["response_format"]["json_schema"]["schema"]
     assert schema["required"] == ["edits"]
     assert schema["properties"]["edits"]["items"]["properties"]["path"]["enum"] == ["calculator.py"]

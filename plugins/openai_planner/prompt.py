@@ -44,6 +44,7 @@ included, and occurs exactly once in it: add surrounding lines until it is uniqu
 - "replace" is the text that takes its place. Keep each edit small.
 - An empty "search" creates a new file whose whole text is "replace".
 - "path" is one of the editable paths given by the user, written exactly as given.
+- At most %(max_files)d files change; the changed files together stay under %(max_bytes)d bytes.
 - Never change any other file; the tests are read-only.
 """,
     "udiff": """\
@@ -58,6 +59,7 @@ lines that start with " " (unchanged context), "-" (removed) or "+" (added).
 context around each change. At most %(max_edits)d hunks.
 - "--- /dev/null" creates a file. Files cannot be deleted or renamed.
 - "<path>" is one of the editable paths given by the user, written exactly as given.
+- At most %(max_files)d files change; the changed files together stay under %(max_bytes)d bytes.
 - Never change any other file; the tests are read-only.
 """,
 }
@@ -165,7 +167,11 @@ def system_prompt(request: PlanRequest) -> str:
     """The system message, asking for an answer in the request's edit format."""
     edit_format = request.options.edit_format
     if edit_format in EDIT_FORMAT_PROMPTS:
-        return EDIT_FORMAT_PROMPTS[edit_format] % {"max_edits": MAX_EDITS}
+        return EDIT_FORMAT_PROMPTS[edit_format] % {
+            "max_edits": MAX_EDITS,
+            "max_files": request.limits.max_files,
+            "max_bytes": request.limits.max_total_bytes,
+        }
     return SYSTEM_PROMPT % {
         "max_files": request.limits.max_files,
         "max_bytes": request.limits.max_total_bytes,
