@@ -220,6 +220,29 @@ def test_seeds_show_gives_the_seeds_own_policies_with_their_parameters(
     )
 
 
+def test_seeds_show_says_the_editable_files_once_and_the_patterns_when_they_differ(
+    tmp_path: Path, run_agent: RunAgent
+) -> None:
+    folder = tmp_path / "seed"
+    (folder / "src").mkdir(parents=True)
+    for name in ("a.py", "b.py"):
+        (folder / "src" / name).write_text("x = 1\n", encoding="utf-8")
+    (folder / "test_code.py").write_text("", encoding="utf-8")
+    (folder / "seed.toml").write_text(
+        'name = "patterns"\ndescription = "d"\ntests = ["test_*.py"]\neditable = ["src/*.py"]\n'
+        'test_command = ["python", "test_code.py"]\ndefault_prompt = "p"\n',
+        encoding="utf-8",
+    )
+
+    calculator = run_agent("seeds", "show", "calculator").stdout
+    patterns = run_agent("seeds", "show", str(folder)).stdout
+
+    assert "editable:       calculator.py\n" in calculator
+    assert "editable files:" not in calculator
+    assert "editable:       src/*.py (as the seed gives them)\n" in patterns
+    assert "editable files: src/a.py, src/b.py\n" in patterns
+
+
 # --- agent doctor for the planner and runner in use -----------------------------------------
 
 NO_PROVIDER = {"CODING_AGENT_BASE_URL": "", "CODING_AGENT_MODEL": "", "CODING_AGENT_API_KEY": ""}

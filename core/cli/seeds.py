@@ -138,8 +138,7 @@ def seeds_show(
             f"root:           {row['root']}",
             f"tree:           {_describe_tree(row)}",
             f"files:          {_describe_files(row)}",
-            f"editable:       {', '.join(row['editable_paths'])}",
-            f"editable files: {', '.join(row['editable_files'])}",
+            *_describe_editable(row),
             f"test files:     {', '.join(row['test_files']) or 'none'}",
             f"hidden tests:   {_describe_hidden(row['hidden_test_files'])}",
             f"test command:   {' '.join(row['test_command'])}",
@@ -157,6 +156,17 @@ def seeds_show(
 def _plain(value: object) -> object:
     """A TOML value JSON does not know: a (read-only) table as a dict, a date as its text."""
     return dict(value) if isinstance(value, Mapping) else str(value)
+
+
+def _describe_editable(row: dict[str, Any]) -> list[str]:
+    """The editable files; and the patterns they come from, when those are not the files."""
+    files = ", ".join(row["editable_files"]) or "none"
+    if row["editable_paths"] == row["editable_files"]:
+        return [f"editable:       {files}"]
+    return [
+        f"editable:       {', '.join(row['editable_paths'])} (as the seed gives them)",
+        f"editable files: {files}",
+    ]
 
 
 def _describe_tree(row: dict[str, Any]) -> str:
