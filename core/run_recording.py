@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from . import orchestrator
+from . import orchestrator, retention
 from .errors import AgentError, AgentWarning
 from .grading import graded
 from .model import (
@@ -150,7 +150,11 @@ def run_recorded(
     and the result carries its ``run_id`` when the record was kept. A record that
     cannot be written is a warning: the run's outcome stands. ``options`` go to
     ``orchestrator.run`` as they are.
+
+    The first recorded run of a process prunes old records first when a day has
+    passed since that was last done (:func:`~.retention.prune_when_due`).
     """
+    retention.prune_when_due(environ)
     run_id = run_id or new_run_id()
     lock = threading.Lock()
     plans: list[RecordedPlan] = [RecordedPlan(plan=plan)] if plan is not None else []

@@ -48,8 +48,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "logs": (
         "logs",
         "logs",
-        "Show the record of a planner call: each attempt's status and timing, the answer or error.",
+        "Show a run's record (plans, tests, error) or a planner call's (each attempt, the answer).",
     ),
+    "runs": ("runs", "app", "Records of past runs: list them, delete old ones."),
     "seeds": ("seeds", "app", "Seed projects a run can use."),
     "plugins": ("plugins", "app", "Installed plugins."),
     "policies": ("policies", "app", "Policies that check plans before a sandbox."),

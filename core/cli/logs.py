@@ -1,29 +1,64 @@
-"""``agent logs``: show the record of a planner call."""
+"""``agent logs``: show the record of a run or of a planner call."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from .options import DebugOption, JsonOption
 from .terminal import echo, print_json, reporting
 
+if TYPE_CHECKING:
+    from ..records import PlannerRecord
+    from ..run_records import RunRecord
+
 
 def logs(
-    planner_task_id: Annotated[
-        str, typer.Argument(help="The planner task ID a run printed (plan-...).")
+    record_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="RUN_ID|PLANNER_TASK_ID",
+            help="A run ID (run-...) or a planner task ID (plan-...), as a run printed it.",
+        ),
     ],
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """Show the record of a planner call: each attempt's status and timing, the answer or error."""
-    from .. import records
+    """Show a run's record (plans, tests, error) or a planner call's (each attempt, the answer)."""
+    from .. import records, run_records
+    from ..run_history import render_run
     from ..serialization import to_jsonable
 
     with reporting(as_json, debug):
-        record = records.read_record(planner_task_id)
-        if as_json:
-            print_json(to_jsonable(record), indent=2)
+        if run_records.is_run_id(record_id):
+            shown = _run_or_call(record_id)
         else:
-            echo(records.render(record))
+            shown = records.read_record(record_id)
+        if as_json:
+            print_json(to_jsonable(shown), indent=2)
+        elif isinstance(shown, records.PlannerRecord):
+            echo(records.render(shown))
+        else:
+            echo(render_run(shown))
+
+
+def _run_or_call(run_id: str) -> RunRecord | PlannerRecord:
+    """The record of run ``run_id``; or of a planner call, when a planner named one so
+    (a planner names its tasks as it likes) and no run is.
+
+    :raises UsageError: there is neither, or the record is damaged.
+    """
+    from .. import records, run_records
+    from ..errors import UsageError
+
+    run_path = run_records.record_path(run_id)
+    if os.path.lexists(run_path):
+        return run_records.read_run_record(run_id)
+    if os.path.lexists(records.record_path(run_id)):
+        return records.read_record(run_id)
+    raise UsageError(
+        f"there is no record of run {run_id!r} in {run_path.parent} (records are kept on "
+        "the machine that ran it, 30 days by default; see `agent runs list`)"
+    )
