@@ -21,7 +21,13 @@ def runs_list(
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
-    """List recent runs, most recent first: run ID, start, duration, verdict, seed, model."""
+    """List recent runs, most recent first: run ID, start, duration, verdict, seed, model.
+
+    The verdict is passed, failed, or the kind of error the run ended in (provider,
+    policy, budget, sandbox, interrupted, ...). A file in the records folder that is
+    not a record the agent wrote (damaged, too large, a link, a FIFO) is skipped with
+    one line on stderr; --json lists it under "skipped".
+    """
     from ..run_history import duration, list_runs, local_time
     from ..serialization import to_jsonable
 
