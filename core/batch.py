@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from . import run_records
+from .batch_environment import batch_environment, utc_now
 from .batch_results import (
     RESULT_FORMAT,
     STATUSES,
@@ -118,6 +119,7 @@ def run_task(
     task = task_line.task
     model = task.model or model
     started = time.monotonic()
+    started_at = utc_now()
     run_id = run_records.new_run_id()
     result: RunResult | None = None
     error: TaskError | None = None
@@ -136,6 +138,8 @@ def run_task(
             model=model,
             error=TaskError(kind="budget", message=f"not started: the budget is spent: {reached}"),
             spend=spending.spent,
+            started_at=started_at,
+            env=batch_environment(),
         )
     try:
         seed = host.seed(task.seed)
@@ -187,4 +191,6 @@ def run_task(
         result=result,
         error=error,
         spend=spending.spent,
+        started_at=started_at,
+        env=batch_environment(),
     )

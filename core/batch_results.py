@@ -29,6 +29,7 @@ import attrs
 from attrs import validators as v
 
 from . import provider
+from .batch_environment import BatchEnvironment
 from .batch_tasks import InvalidLine
 from .budget import Spend
 from .errors import Rejection, UsageError
@@ -101,6 +102,9 @@ class TaskResult:
         is ``result.model``.
     :ivar spend: what the task's planner calls spent (every attempt of every candidate,
         whatever the task ended in), with the cost when a price table was given.
+    :ivar started_at: when the task started, ISO 8601 UTC; ``None`` in older results.
+    :ivar env: where the batch ran (agent version, Python, host, command line without
+        secrets); ``None`` in older results.
     """
 
     id: str
@@ -118,6 +122,8 @@ class TaskResult:
     result: RunResult | None = None
     error: TaskError | None = None
     spend: Spend | None = None
+    started_at: str | None = None
+    env: BatchEnvironment | None = None
     format: int = RESULT_FORMAT
 
 
