@@ -1,9 +1,12 @@
-"""`agent report`: a batch's results as one self-contained, escaped HTML page."""
+"""`agent report`: batches' results as one self-contained, escaped HTML page."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
+import re
 import stat
 from collections.abc import Callable
 from html.parser import HTMLParser
@@ -13,18 +16,55 @@ from typing import Any
 from conftest import API_KEY, FIXED_CALCULATOR, AgentRun, FakeProvider, plan_json
 
 RunAgent = Callable[..., AgentRun]
+BROKEN_CALCULATOR = FIXED_CALCULATOR.replace("left + right", "left - right")
 
 
-def tags_of(page: str) -> list[tuple[str, dict[str, str | None]]]:
-    """Every tag of the page as a browser's parser reads it, with its attributes."""
-    found: list[tuple[str, dict[str, str | None]]] = []
+class Page(HTMLParser):
+    """The page as a browser's parser reads it: its tags, and the text of its scripts."""
 
-    class Tags(HTMLParser):
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            found.append((tag, dict(attrs)))
+    def __init__(self, page: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.scripts: list[str] = []
+        self.styles: list[str] = []
+        self._in: str | None = None
+        self.feed(page)
+        self.close()
 
-    Tags().feed(page)
-    return found
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        self._in = tag if tag in ("script", "style") else None
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in == "script":
+            self.scripts.append(data)
+        elif self._in == "style":
+            self.styles.append(data)
+
+    def policy(self) -> dict[str, str]:
+        (content,) = [
+            a["content"] or ""
+            for tag, a in self.tags
+            if tag == "meta" and a.get("http-equiv") == "Content-Security-Policy"
+        ]
+        return dict(part.strip().split(" ", 1) for part in content.split(";"))
+
+
+def sha256_source(text: str) -> str:
+    return f"'sha256-{base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()}'"
+
+
+def task_bodies(page: str) -> dict[str, str]:
+    """Each task's part of the page (its row and its details), by the task's name."""
+    found = re.findall(r'<tbody class="task" (.*?)</tbody>', page, re.S)
+    return {re.search(r'data-id="([^"]*)"', body)[1]: body for body in found}  # type: ignore[index]
+
+
+def order_of(page: str) -> list[str]:
+    return re.findall(r'<tbody class="task"[^>]*? data-id="([^"]*)"', page)
 
 
 HOSTILE = '<script>alert("pwned")</script><img src="http://example.com/x.png">'
@@ -48,23 +88,39 @@ def test_report_shows_pass_rate_rows_and_escaped_details_with_nothing_remote(
     assert run.returncode == 0, run.stderr
     page = html_file.read_text(encoding="utf-8")
     assert "50.0%" in page
-    assert '<span class="status passed">passed</span>' in page
-    assert '<span class="status error">provider-error</span>' in page
-    assert page.count("<details>") >= 3  # diff, test output, the error
-    assert "&lt;script&gt;alert(" in page
+    bodies = task_bodies(page)
+    assert '<span class="status s-passed"' in bodies["good"]
+    assert ">provider-error</span>" in bodies["line-2"]
+    assert "&lt;script&gt;alert(" in bodies["good"]
     # Each test the framework reported, with what the verdict rests on.
     assert "unittest reported 1 passed" in page
     assert "passed   check_calculator.AddTest.test_adds_two_numbers" in page
-    first = json.loads(out.read_text("utf-8").splitlines()[0])
-    (test,) = first["result"]["test_report"]["tests"]
-    assert test["id"] == "check_calculator.AddTest.test_adds_two_numbers"
-    assert test["outcome"] == "passed"
-    tags = tags_of(page)
-    assert not {"script", "img", "link", "iframe", "object"} & {name for name, _ in tags}
-    # Nothing is loaded from anywhere: no src or href attributes, and a policy forbidding it.
-    assert not [attrs for _, attrs in tags if {"src", "href"} & set(attrs)]
-    assert "default-src 'none'" in page
+    parsed = Page(page)
+    # One script, the page's own, and no element that loads anything.
+    assert [a for tag, a in parsed.tags if tag == "script"] == [{}]
+    assert not {"img", "link", "iframe", "object", "embed"} & {name for name, _ in parsed.tags}
+    assert not [attrs for _, attrs in parsed.tags if {"src", "href"} & set(attrs)]
+    assert parsed.policy()["default-src"] == "'none'"
     assert json.loads(out.read_text("utf-8").splitlines()[0])["id"] == "good"
+
+
+def test_the_policy_allows_exactly_the_pages_own_script_and_style_by_hash(
+    run_agent: RunAgent, tmp_path: Path
+) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_text(a_result("a") + "\n", "utf-8")
+    html = tmp_path / "page.html"
+
+    assert run_agent("report", str(results), "--html", str(html)).returncode == 0
+
+    parsed = Page(html.read_text("utf-8"))
+    policy = parsed.policy()
+    (script,) = parsed.scripts
+    (style,) = parsed.styles
+    assert policy["script-src"] == sha256_source(script)
+    assert policy["style-src"] == sha256_source(style)
+    assert "unsafe-inline" not in str(policy)
+    assert policy["base-uri"] == "'none'"
 
 
 def test_report_of_a_missing_file_is_a_usage_error(run_agent: RunAgent, tmp_path: Path) -> None:
@@ -79,6 +135,26 @@ def a_result(task_id: str, **changes: Any) -> str:
     return json.dumps({**fields, **changes})
 
 
+def a_run(**changes: Any) -> dict[str, Any]:
+    """A run's result as a results line holds it."""
+    fields = {
+        "seed": "calculator",
+        "instruction": "fix it",
+        "planner": "openai",
+        "planner_task_id": "plan-1",
+        "runner": "local",
+        "sandbox_id": "sbx-1",
+        "changed_files": ["calculator.py"],
+        "diff": "",
+        "tests_passed": False,
+        "test_exit_code": 1,
+        "test_output": "",
+        "test_output_truncated": False,
+        "test_timed_out": False,
+    }
+    return {**fields, **changes}
+
+
 def refused(run: AgentRun, words: str) -> None:
     assert run.returncode == 2, run.stderr
     assert words in run.stderr, run.stderr
@@ -90,9 +166,11 @@ def test_report_refuses_to_write_over_its_results_file(run_agent: RunAgent, tmp_
     results.write_text(a_result("a") + "\n", "utf-8")
     (tmp_path / "hard.html").hardlink_to(results)
     (tmp_path / "link.html").symlink_to(results)
+    other = tmp_path / "other.jsonl"
+    other.write_text(a_result("b") + "\n", "utf-8")
 
     for html in ("results.jsonl", "hard.html", "link.html"):
-        run = run_agent("report", str(results), "--html", str(tmp_path / html))
+        run = run_agent("report", str(other), str(results), "--html", str(tmp_path / html))
         refused(run, "is the results file")
     assert results.read_text("utf-8") == a_result("a") + "\n"
 
@@ -119,15 +197,20 @@ def test_report_of_a_file_without_results_or_with_damaged_lines_exits_2(
         "nan": a_result("a", seconds=float("nan")) + "\n",
         "inf": a_result("a", seconds=float("inf")) + "\n",
         "negative": a_result("a", tokens=-5) + "\n",
+        "bad-env": a_result("a", env={"agent_version": 1}) + "\n",
     }
+    good = tmp_path / "good.jsonl"
+    good.write_text(a_result("g") + "\n", "utf-8")
     for name, text in cases.items():
         results = tmp_path / f"{name}.jsonl"
         results.write_text(text, "utf-8")
         html = tmp_path / f"{name}.html"
-        run = run_agent("report", str(results), "--html", str(html))
-        assert run.returncode == 2, (name, run.stderr)
-        assert "Traceback" not in run.stderr
-        assert not html.exists(), name
+        # Alone, or after a good file: a damaged file refuses the whole report.
+        for files in ([results], [good, results]):
+            run = run_agent("report", *map(str, files), "--html", str(html))
+            assert run.returncode == 2, (name, run.stderr)
+            assert "Traceback" not in run.stderr
+            assert not html.exists(), name
     assert (
         "'seconds' must be a finite number"
         in run_agent(
@@ -136,12 +219,34 @@ def test_report_of_a_file_without_results_or_with_damaged_lines_exits_2(
     )
 
 
+def test_report_refuses_the_same_results_file_named_twice(
+    run_agent: RunAgent, tmp_path: Path
+) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_text(a_result("a") + "\n", "utf-8")
+    html = tmp_path / "page.html"
+
+    run = run_agent(
+        "report", str(results), str(tmp_path / "." / "results.jsonl"), "--html", str(html)
+    )
+
+    refused(run, "name each results file once")
+    assert not html.exists()
+
+
 def test_report_blanks_the_api_key_a_hand_made_results_file_holds(
     run_agent: RunAgent, tmp_path: Path
 ) -> None:
     results = tmp_path / "results.jsonl"
+    env = {"agent_version": "0.1.0", "python": "3", "host": "h", "command_line": ["--k", API_KEY]}
     results.write_text(
-        a_result(API_KEY, prompt=f"use {API_KEY}", error={"kind": "usage", "message": API_KEY})
+        a_result(
+            API_KEY,
+            prompt=f"use {API_KEY}",
+            error={"kind": "usage", "message": API_KEY},
+            env=env,
+            result=a_run(diff=f"+{API_KEY}", test_output=API_KEY),
+        )
         + "\n",
         "utf-8",
     )
@@ -168,20 +273,20 @@ def test_report_shows_each_tasks_resolution_and_how_many_resolved_each_way(
 
     assert run.returncode == 0, run.stderr
     page = html_file.read_text(encoding="utf-8")
-    assert "<th>resolution</th>" in page
+    assert 'data-sort="resolution"' in page
     for name in ("FULL", "PARTIAL", "NO"):
-        assert f"<div><b>1</b>resolved {name}</div>" in page
-    rows = {row.split("</code>", 1)[0]: row for row in page.split("<tr><td><code>")[1:]}
-    assert '<span class="status passed">FULL</span>' in rows["full"]
-    assert '<span class="status partial">PARTIAL</span>' in rows["partial"]
-    assert '<span class="status failed">NO</span>' in rows["no"]
+        assert f"<b>1</b>resolved {name}</div>" in page
+    rows = task_bodies(page)
+    assert '<span class="status s-FULL">FULL</span>' in rows["full"]
+    assert '<span class="status s-PARTIAL">PARTIAL</span>' in rows["partial"]
+    assert '<span class="status s-NO">NO</span>' in rows["no"]
     assert "<td><small" in rows["ungraded"]
     assert "<summary>graded PARTIAL</summary>" in rows["partial"]
     assert "fail_to_pass failed   tests/test_calc.py::Mul::test_multiplies" in rows["partial"]
     assert "pass_to_pass failed   test_negates (tests.test_calc.Neg.test_negates)" in rows["no"]
 
 
-def test_report_of_a_batch_without_graded_seeds_shows_no_resolution_counts(
+def test_report_of_a_batch_without_graded_seeds_shows_no_resolution(
     provider: FakeProvider, run_agent: RunAgent, tmp_path: Path
 ) -> None:
     provider.reply_content(plan_json(("calculator.py", FIXED_CALCULATOR)))
@@ -193,4 +298,6 @@ def test_report_of_a_batch_without_graded_seeds_shows_no_resolution_counts(
 
     assert run_agent("report", str(out), "--html", str(html_file)).returncode == 0
 
-    assert "resolved FULL" not in html_file.read_text(encoding="utf-8")
+    page = html_file.read_text(encoding="utf-8")
+    assert "resolved FULL" not in page
+    assert 'data-sort="resolution"' not in page

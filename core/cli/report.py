@@ -1,4 +1,4 @@
-"""``agent report``: a batch's results as one self-contained HTML page."""
+"""``agent report``: batches' results as one self-contained HTML page."""
 
 from __future__ import annotations
 
@@ -15,7 +15,12 @@ from .options import DebugOption
 
 def report(
     results: Annotated[
-        Path, typer.Argument(help="A results file written by `agent batch`.", dir_okay=False)
+        list[Path],
+        typer.Argument(
+            help="Results files written by `agent batch`: shards of one batch, or batches "
+            "to compare, reported as one.",
+            dir_okay=False,
+        ),
     ],
     html: Annotated[
         Path,
@@ -23,37 +28,66 @@ def report(
     ],
     debug: DebugOption = False,
 ) -> None:
-    """Write a batch's results as a self-contained HTML report (no network resources)."""
+    """Write batches' results as one self-contained HTML report (no network resources).
+
+    In each file the last line of a task counts. A task ID found in several files is
+    shown as FILE:ID (FILE is the file's name, or its path when two files share a name).
+    A damaged file refuses the whole report.
+    """
     from .. import records
-    from ..batch import blank_key, latest, read_results, without_key
+    from ..batch import blank_key, read_results, without_key
     from ..errors import UsageError
-    from ..report import render_html
+    from ..report import ResultsSource, merged, render_report
     from . import terminal
 
     with terminal.reporting(False, debug):
-        if not results.exists():
-            raise UsageError(f"there is no results file {str(results)!r}")
-        found, damaged, _ = read_results(results)
-        if damaged:
-            first = damaged[0]
-            raise UsageError(
-                blank_key(
-                    f"{str(results)!r} line {first.line} is not a result ({first.message}); "
-                    f"{len(damaged)} damaged line(s), no report written"
+        sources: list[ResultsSource] = []
+        labels = _labels(results)
+        for path, label in zip(results, labels, strict=True):
+            if not path.exists():
+                raise UsageError(f"there is no results file {str(path)!r}")
+            found, damaged, _ = read_results(path)
+            if damaged:
+                first = damaged[0]
+                raise UsageError(
+                    blank_key(
+                        f"{str(path)!r} line {first.line} is not a result ({first.message}); "
+                        f"{len(damaged)} damaged line(s), no report written"
+                    )
                 )
-            )
-        if not found:
-            raise UsageError(f"{str(results)!r} holds no results; no report written")
-        _check_report_path(html, results)
-        # A hand-made file may hold the key; a task a budget stopped, then resumed, has two
-        # lines, of which the last is its result.
-        found = [without_key(result) for result in latest(found)]
+            if not found:
+                raise UsageError(f"{str(path)!r} holds no results; no report written")
+            _check_report_path(html, path)
+            # A hand-made file may hold the key.
+            sources.append(ResultsSource(blank_key(label), [without_key(r) for r in found]))
+        title = sources[0].label if len(sources) == 1 else f"{len(sources)} results files"
         try:
-            records.write_private_file(html, render_html(found, title=blank_key(results.name)))
+            records.write_private_file(html, render_report(sources, title=title))
         except OSError as error:
             raise UsageError(f"cannot write {str(html)!r}: {error.strerror}") from None
-        passed = sum(1 for r in found if r.status == "passed")
-        terminal.say(f"wrote {html}: {len(found)} tasks, {passed} passed")
+        rows = merged(sources)
+        passed = sum(1 for row in rows if row.result.status == "passed")
+        terminal.say(f"wrote {html}: {len(rows)} tasks, {passed} passed")
+
+
+def _labels(results: list[Path]) -> list[str]:
+    """How the page names each file: its name, or the path as given when two files share
+    a name. The same file named twice is refused."""
+    from ..errors import UsageError
+
+    seen: dict[tuple[int, int], Path] = {}
+    for path in results:
+        try:
+            status = os.stat(path)
+        except OSError:
+            continue  # missing: said when it is read
+        same = seen.setdefault((status.st_dev, status.st_ino), path)
+        if same is not path:
+            raise UsageError(
+                f"{str(path)!r} is the same file as {str(same)!r}; name each results file once"
+            )
+    names = [path.name for path in results]
+    return [path.name if names.count(path.name) == 1 else str(path) for path in results]
 
 
 def _check_report_path(html: Path, results: Path) -> None:

@@ -1,0 +1,183 @@
+"""A task's details in the report: the commands to dig deeper, its prompt, its error, and
+every candidate and attempt with its verdict, feedback, coloured diff, tests and output."""
+
+from __future__ import annotations
+
+from ..batch_results import TaskResult
+from ..evidence import TestReport
+from ..grading import Grade
+from ..model import Attempt, Candidate, RunResult
+from .rows import Figures, Row
+from .text import TextBlocks, text
+
+
+def task_details(row: Row, figures: Figures, blocks: TextBlocks) -> str:
+    result = row.result
+    parts = [_facts(row, figures), _commands(result)]
+    if result.prompt:
+        parts.append(_block("prompt", blocks.add(result.prompt), open_=False))
+    if result.error is not None:
+        error = result.error
+        said = [error.message]
+        said += [f"planner task {error.planner_task_id}"] if error.planner_task_id else []
+        said += [f"sandbox {error.sandbox_id}"] if error.sandbox_id else []
+        said += [f"rejected: {r.describe()}" for r in error.rejections]
+        parts.append(
+            _block(f"{error.kind} error", blocks.add("\n".join(said), keep="both"), open_=True)
+        )
+    if result.result is not None:
+        parts.append(_run(result.result, blocks))
+    return '<div class="detail">' + "\n".join(p for p in parts if p) + "</div>"
+
+
+def _facts(row: Row, figures: Figures) -> str:
+    result = row.result
+    run = result.result
+    facts: list[tuple[str, str | None]] = [
+        ("task", row.key),
+        ("results file", f"{row.source}, line {result.line} of the tasks file"),
+        ("started", result.started_at),
+        ("task time", f"{result.seconds:,.1f} s"),
+        ("seed", result.seed),
+        ("planner", result.planner),
+        ("runner", result.runner or (run.runner if run is not None else None)),
+        ("model asked for", result.model),
+        ("model that answered", run.model if run is not None else None),
+        ("planner calls", f"{figures.planner_calls:,}" if result.spend is not None else None),
+        ("run record", result.run_id),
+    ]
+    shown = "".join(
+        f"<dt>{text(name)}</dt><dd>{text(value)}</dd>" for name, value in facts if value
+    )
+    return f'<dl class="facts">{shown}</dl>'
+
+
+def _commands(result: TaskResult) -> str:
+    """What to type to see more: the run's record and diff, each planner call's log."""
+    commands: list[str] = []
+    if result.run_id:
+        commands += [f"agent replay {result.run_id}", f"agent diff {result.run_id}"]
+    calls = [a.planner_task_id for a in _attempts(result.result) if a.planner_task_id]
+    if result.error is not None and result.error.planner_task_id:
+        calls.append(result.error.planner_task_id)
+    commands += [f"agent logs {call}" for call in dict.fromkeys(calls)]
+    if not commands:
+        return '<p class="muted">no run record or planner call to look into</p>'
+    lines = "\n".join(f"<code>{text(command)}</code>" for command in commands)
+    return f'<div>dig deeper:</div><pre class="commands">{lines}</pre>'
+
+
+def _attempts(run: RunResult | None) -> list[Attempt]:
+    if run is None:
+        return []
+    return [a for c in run.candidates for a in c.attempts] or list(run.attempts)
+
+
+def _run(run: RunResult, blocks: TextBlocks) -> str:
+    if run.candidates:
+        return "\n".join(_candidate(run, c, blocks) for c in run.candidates)
+    if run.attempts:
+        return "\n".join(_attempt(a, len(run.attempts), blocks) for a in run.attempts)
+    # A line written before attempts were recorded: the run's one test.
+    parts = [_diff(run.diff, blocks)]
+    parts.append(_tests(run.test_report, run.grade, blocks))
+    parts.append(_output(run.test_output, run.test_output_truncated, blocks))
+    return "\n".join(p for p in parts if p)
+
+
+def _candidate(run: RunResult, candidate: Candidate, blocks: TextBlocks) -> str:
+    how = ["chosen"] if candidate.number == run.chosen_candidate else []
+    how += ["passed"] if candidate.passed else []
+    how += ["stopped"] if candidate.stopped else []
+    said = f" ({', '.join(how)})" if how else ""
+    attempts = "\n".join(_attempt(a, len(candidate.attempts), blocks) for a in candidate.attempts)
+    return f"<h4>candidate {candidate.number}{said}</h4>\n{attempts}"
+
+
+def _attempt(attempt: Attempt, of: int, blocks: TextBlocks) -> str:
+    said = [f'<span class="status s-{attempt.verdict}">{text(attempt.verdict)}</span>']
+    if attempt.model:
+        said.append(f"model {text(attempt.model)}")
+    if attempt.usage is not None:
+        prompt, completion = attempt.usage.prompt_tokens, attempt.usage.completion_tokens
+        said.append(f"{_count(prompt)} prompt + {_count(completion)} completion tokens")
+    if attempt.cost is not None:
+        said.append(f"${attempt.cost:,.4f}")
+    if attempt.planner_seconds is not None:
+        said.append(f"planner {attempt.planner_seconds:,.1f} s")
+    if attempt.sandbox_seconds is not None:
+        said.append(f"sandbox {attempt.sandbox_seconds:,.1f} s")
+    if attempt.test_exit_code is not None:
+        said.append(f"exit code {attempt.test_exit_code}")
+    if attempt.test_timed_out:
+        said.append("timed out")
+    if attempt.limit_hit:
+        said.append(f"limit hit: {text(attempt.limit_hit)}")
+    parts: list[str] = []
+    if attempt.changed_files:
+        parts.append(f"<div>changes {text(', '.join(attempt.changed_files))}</div>")
+    if attempt.rejections:
+        fed = " (the feedback the next attempt got)" if attempt.number < of else ""
+        listed = "\n".join(r.describe() for r in attempt.rejections)
+        parts.append(_block(f"rejections{fed}", blocks.add(listed, keep="both"), open_=True))
+    parts.append(_diff(attempt.diff, blocks))
+    parts.append(_tests(attempt.test_report, attempt.grade, blocks))
+    if attempt.tested or attempt.test_output:
+        fed = (
+            " (its end was the feedback the next attempt got, unless the seed hides its tests)"
+            if attempt.number < of and attempt.verdict == "failed"
+            else ""
+        )
+        parts.append(_output(attempt.test_output, attempt.test_output_truncated, blocks, note=fed))
+    body = "\n".join(p for p in parts if p)
+    return (
+        f'<details class="attempt" open><summary>attempt {attempt.number} '
+        f"{' · '.join(said)}</summary>\n{body}</details>"
+    )
+
+
+def _diff(diff: str, blocks: TextBlocks) -> str:
+    if not diff:
+        return '<div class="muted">no change</div>'
+    return _block("diff", blocks.add(diff, diff=True), open_=True, kind="diff")
+
+
+def _tests(report: TestReport | None, grade: Grade | None, blocks: TextBlocks) -> str:
+    parts: list[str] = []
+    if report is not None:
+        listed = "".join(f"\n{test.outcome:8} {test.id}" for test in report.tests)
+        found = "".join(
+            f"\nguard: {finding.capability} ({finding.event}) {finding.detail}"
+            for finding in report.guard
+        )
+        parts.append(_block("tests", blocks.add(report.summary + listed + found), open_=False))
+    if grade is not None:
+        parts.append(_block(f"graded {grade.resolution}", blocks.add(_graded(grade)), open_=False))
+    return "\n".join(parts)
+
+
+def _output(output: str, truncated: bool, blocks: TextBlocks, note: str = "") -> str:
+    cut = " (cut by the sandbox at the seed's output limit)" if truncated else ""
+    label = f"test output{cut}{note}"
+    return _block(label, blocks.add(output or "(none)", keep="both"), open_=False)
+
+
+def _graded(grade: Grade) -> str:
+    """Every listed test and how it ended, list by list."""
+    lines = [grade.counts]
+    for name, tests in (("fail_to_pass", grade.fail_to_pass), ("pass_to_pass", grade.pass_to_pass)):
+        for how in ("passed", "failed", "missing"):
+            lines.extend(f"{name} {how:8} {test}" for test in getattr(tests, how))
+    if grade.report_problem is not None:
+        lines.append(f"not counted: {grade.report_problem}")
+    return "\n".join(lines)
+
+
+def _block(label: str, html: str, *, open_: bool, kind: str = "") -> str:
+    opened = " open" if open_ else ""
+    cls = f' class="{kind}"' if kind else ""
+    return f"<details{opened}><summary>{text(label)}</summary><pre{cls}>{html}</pre></details>"
+
+
+def _count(value: int | None) -> str:
+    return "?" if value is None else f"{value:,}"
