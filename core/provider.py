@@ -221,16 +221,17 @@ def settings_from_environment(
     """Read and check the provider settings; every problem names its variable.
 
     :param missing_hint: what the message about a missing variable ends with:
-        what the variables are for, where they are read.
+        what the variables are for, where they are read; empty: the message only
+        names the variable (``agent doctor`` gives the fix on a line of its own).
     :raises ConfigurationError: a variable is missing or invalid (exit 2).
     """
     values = {}
     for name in PROVIDER_SECRET_NAMES:
         value = environ.get(name, "").strip()
         if not value:
-            raise ConfigurationError(
-                f"{name} is not set; set {', '.join(PROVIDER_SECRET_NAMES)} {missing_hint}"
-            )
+            names = ", ".join(PROVIDER_SECRET_NAMES)
+            said = f"; set {names} {missing_hint}" if missing_hint else ""
+            raise ConfigurationError(f"{name} is not set{said}")
         if not contract.is_utf8(value):
             raise ConfigurationError(
                 f"{name} is not valid UTF-8 text (it holds bytes of another encoding)"

@@ -97,6 +97,9 @@ def test_doctor_without_the_key_fails_and_names_the_variable(run_agent: RunAgent
     assert line.startswith("FAIL")
     assert "CODING_AGENT_API_KEY is not set" in line
     assert "fix: export CODING_AGENT_BASE_URL" in run.stdout
+    # The advice is given once, on the fix line, not again in the finding.
+    assert line.rstrip().endswith("CODING_AGENT_API_KEY is not set")
+    assert run.stdout.count("agent run --plan") == 1
     assert "not ready: 1 required item(s) failed" in run.stdout
 
 

@@ -251,11 +251,12 @@ def _fail(
     if isinstance(error, PlanRejected):  # a line per reason, each reason on its one line
         message = error.message.split("\n", 1)[0]
         reasons = [f"  {one_line(rejection.describe())}" for rejection in error.rejections]
+    spend = error.spend
+    if spend is not None and (spend.planner_calls > 1 or error.kind == "budget"):
+        say(f"spent: {spend.describe()}")  # every attempt's and candidate's calls
     say(f"{error.kind} error: {message}" + (f" ({', '.join(ids)})" if ids else ""))
     for reason in reasons:
         echo(reason, err=True)
-    if error.spend is not None and error.spend.planner_calls:
-        say(f"spent: {error.spend.describe()}")
     if error.planner_task_id and has_record(error.planner_task_id):
         say(f"every attempt is recorded: agent logs {error.planner_task_id}")
     raise typer.Exit(EXIT_CODES[error.kind])

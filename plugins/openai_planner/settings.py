@@ -52,7 +52,7 @@ class ProviderVariables:
 
     def run(self) -> list[Finding]:
         try:
-            settings = settings_from_environment()
+            settings = settings_from_environment(missing_hint="")
         except ConfigurationError as error:
             return [
                 Finding(
