@@ -147,7 +147,7 @@ class OpenAICompatiblePlanner:
             settings_from_environment(environ),
             request.options,
             self.name,
-            answer_bound(request.limits, getattr(request.options, "edit_format", "whole")),
+            answer_bound(request.limits, request.options.edit_format),
         )
         try:
             result = self._plan(call, request)
