@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .errors import AgentError, UsageError
+from .errors import BudgetReached as BudgetReached
+from .errors import UsageError
 
 if TYPE_CHECKING:  # the data model holds a Spend; this module needs only the name
     from .model import TokenUsage
@@ -35,16 +36,6 @@ MAX_PRICES_FILE_BYTES = 1024 * 1024
 MAX_PRICED_MODELS = 10_000
 #: The highest price per million tokens a table may give (no model costs more).
 MAX_PRICE_PER_MTOK = 100_000.0
-
-
-class BudgetReached(AgentError):
-    """A budget was reached before the run passed: no further planner call was made.
-
-    Its ``attempts`` and ``candidates`` hold what the run made before, as for any
-    error of a run with ``--attempts`` or ``--candidates``.
-    """
-
-    kind = "budget"
 
 
 def _price(_: object, attribute: Any, value: float) -> None:

@@ -126,6 +126,18 @@ class SandboxError(AgentError):
     kind = "sandbox"
 
 
+class BudgetReached(AgentError):
+    """A budget (``--max-planner-calls``, ``--max-tokens``, ``--max-cost``) was reached
+    before the run passed: no further planner call was made.
+
+    Its ``attempts`` and ``candidates`` hold what the run made before, as for any
+    error of a run with ``--attempts`` or ``--candidates``; ``spend`` what it spent.
+    The budgets are in ``sandboxed_coding_agent.core.budget``.
+    """
+
+    kind = "budget"
+
+
 class Interrupted(AgentError):
     """The user stopped the run (Ctrl-C or SIGTERM); every sandbox was terminated first."""
 
