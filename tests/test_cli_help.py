@@ -40,3 +40,15 @@ def test_run_help_names_the_provider_variables() -> None:
     assert "plain http for a server on this machine; requests go to its /chat/completions" in text
     assert "ending in /v1" not in text
     assert "With --plan FILE no provider is needed" in text
+
+
+def test_version_names_the_installed_distribution_and_python() -> None:
+    import sys
+    from importlib.metadata import version
+
+    done = subprocess.run([str(AGENT), "--version"], capture_output=True, text=True, check=False)
+
+    assert done.returncode == 0, done.stderr
+    python = ".".join(map(str, sys.version_info[:3]))
+    expected = f"sandboxed-coding-agent {version('sandboxed-coding-agent')} (Python {python})\n"
+    assert done.stdout == expected

@@ -214,8 +214,32 @@ app = typer.Typer(
 )
 
 
+def _show_version(wanted: bool) -> None:
+    """``agent --version``: the installed distribution's version, and the Python running it."""
+    if not wanted:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("sandboxed-coding-agent")
+    except PackageNotFoundError:
+        installed = "unknown (not installed as a distribution)"
+    python = ".".join(map(str, sys.version_info[:3]))
+    typer.echo(f"sandboxed-coding-agent {installed} (Python {python})")
+    raise typer.Exit(0)
+
+
 @app.callback()
 def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_show_version,
+            is_eager=True,
+            help="Show the agent's version and exit.",
+        ),
+    ] = False,
     debug: DebugOption = False,
     disable_plugin: Annotated[
         list[str] | None,
