@@ -121,6 +121,9 @@ def test_the_policy_allows_exactly_the_pages_own_script_and_style_by_hash(
     assert policy["style-src"] == sha256_source(style)
     assert "unsafe-inline" not in str(policy)
     assert policy["base-uri"] == "'none'"
+    # Long lines wrap at spaces, and break a word only when it is wider than the page.
+    assert "white-space: pre-wrap; overflow-wrap: anywhere;" in style
+    assert "break-all" not in style
 
 
 def test_report_of_a_missing_file_is_a_usage_error(run_agent: RunAgent, tmp_path: Path) -> None:

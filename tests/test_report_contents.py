@@ -201,8 +201,8 @@ def test_report_gives_the_environment_and_the_batch_time_of_a_real_batch(
     assert "<dt>first task started</dt>" in environment
     assert "<dt>batch duration</dt>" in environment
     notes = page.split("<h2>notes</h2>")[1]
-    assert "results.jsonl: 1 lines of the tasks file before its last result have no result" in notes
-    assert "lines 2." in notes
+    assert "1 line of the tasks file before the last one with a result has no result" in notes
+    assert "tasks not run yet): 2." in notes
     assert "agent batch names each on its standard error" in notes
 
 
@@ -330,6 +330,7 @@ def test_report_of_ten_thousand_tasks_stays_a_page_a_browser_opens(tmp_path: Pat
     page = render_report([ResultsSource("results.jsonl", results)], "results.jsonl")
 
     assert len(order_of(page)) == 10_000
-    # Each task's texts bounded: some 4,000 bytes a task with its markup, not 30,000.
-    assert len(page.encode()) < 3 * PAGE_TEXT_CHARS
+    # Each task's texts bounded: some 2,500 bytes a task with its markup, not 20,000.
+    assert len(page.encode()) < 3_000 * 10_000
+    assert len(page.encode()) < 5 * PAGE_TEXT_CHARS
     assert page.count("characters left out here") >= 10_000

@@ -43,6 +43,8 @@ th[aria-sort=ascending]::after { content: " \\25B2"; }
 th[aria-sort=descending]::after { content: " \\25BC"; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.more > td { border-bottom: 2px solid var(--line); padding-top: 0; }
+/* The details take the row's full width, never widen the table: long lines wrap. */
+tr.more > td > details { width: 0; min-width: 100%; }
 .status { white-space: nowrap; font-weight: 600; border-radius: 4px; padding: 0 .4em; }
 .s-passed, .s-FULL { background: var(--ok-bg); color: var(--ok); }
 .s-failed, .s-rejected, .s-NO { background: var(--bad-bg); color: var(--bad); }
@@ -54,9 +56,9 @@ summary { cursor: pointer; color: var(--link); }
 .attempt { border-left: 3px solid var(--line); padding-left: .7em; margin: .5em 0; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .1em 1em; margin: .3em 0; }
 dl.facts dt { color: var(--muted); }
-dl.facts dd { margin: 0; overflow-wrap: break-word; min-width: 0; }
+dl.facts dd { margin: 0; overflow-wrap: anywhere; min-width: 0; }
 pre { background: var(--pre); border: 1px solid var(--pre-line); padding: .6em; margin: .3em 0;
-  max-height: 40em; overflow: auto; white-space: pre-wrap; overflow-wrap: break-word;
+  max-height: 40em; overflow: auto; white-space: pre-wrap; overflow-wrap: anywhere;
   word-break: normal; }
 code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
   font-size: .92em; }

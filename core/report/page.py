@@ -29,8 +29,8 @@ from .text import TextBlocks, attr, text
 #: How many characters of results text (prompts, diffs, outputs) the page shows in all,
 #: how many each task may show whatever the number of tasks (and at most), and how many
 #: any one text may: a batch of 10,000 tasks stays a page a browser opens.
-PAGE_TEXT_CHARS = 15_000_000
-TASK_TEXT_CHARS = (1_500, 100_000)
+PAGE_TEXT_CHARS = 6_000_000
+TASK_TEXT_CHARS = (600, 100_000)
 TEXT_CHARS = 20_000
 
 #: What each status means, shown when the pointer rests on it.
@@ -325,20 +325,22 @@ def _notes(rows: Sequence[Row], allowance: int, left_out: int) -> str:
     ]
     if left_out:
         notes.append(f"{left_out:,} characters of results text were left out of this page.")
-    by_file: dict[str, list[int]] = {}
-    for row in rows:
-        by_file.setdefault(row.source, []).append(row.result.line)
-    for source, lines in by_file.items():
-        ranges, count = missing_lines(lines)
-        if count:
-            more = ", ..." if count and len(ranges) == 20 else ""
-            notes.append(
-                f"{source}: {count:,} lines of the tasks file before its last result have no "
-                f"result (blank lines, lines agent batch skipped, or tasks not run): lines "
-                f"{', '.join(ranges)}{more}."
-            )
+    # Over every file: shards of one tasks file each hold only some of its lines.
+    ranges, count = missing_lines(row.result.line for row in rows)
+    where = "these files" if len({row.source for row in rows}) > 1 else "this file"
+    if count:
+        shown = ", ".join(ranges[:20]) + (", ..." if len(ranges) > 20 else "")
+        notes.append(
+            f"{_lines(count)} of the tasks file before the last one with a result "
+            f"{'has' if count == 1 else 'have'} no result in {where} "
+            f"(blank lines, lines agent batch skipped, or tasks not run yet): {shown}."
+        )
     listed = "".join(f"<li>{text(note)}</li>" for note in notes)
     return f"<h2>notes</h2>\n<ul>{listed}</ul>"
+
+
+def _lines(count: int) -> str:
+    return "1 line" if count == 1 else f"{count:,} lines"
 
 
 def _count(value: int | None) -> str:

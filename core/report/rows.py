@@ -185,18 +185,15 @@ def batch_times(rows: Sequence[Row]) -> tuple[datetime.datetime, datetime.dateti
     return min(s for s, _ in spans), max(e for _, e in spans)
 
 
-def missing_lines(lines: Iterable[int], most: int = 20) -> tuple[list[str], int]:
+def missing_lines(lines: Iterable[int]) -> tuple[list[str], int]:
     """The task-file lines from 1 to the last one with a result that have none, as ranges
-    (``2``, ``5-7``), the first ``most`` of them; and how many lines in all."""
-    have = sorted(set(lines))
+    (``2``, ``5-7``), and how many lines that is."""
     ranges: list[str] = []
-    count = 0
-    previous = 0
-    for line in have:
+    count = previous = 0
+    for line in sorted(set(lines)):
         if line > previous + 1:
             first, last = previous + 1, line - 1
             count += last - first + 1
-            if len(ranges) < most:
-                ranges.append(str(first) if first == last else f"{first}-{last}")
+            ranges.append(str(first) if first == last else f"{first}-{last}")
         previous = line
     return ranges, count
