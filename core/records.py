@@ -22,13 +22,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tempfile
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import attrs
 
@@ -44,6 +46,8 @@ RECORD_FORMAT = 2
 _FORMAT_1_DETAILS = ("request", "attempts", "finish_reason", "response_excerpt")
 #: The longest excerpt of an answer or error a record keeps.
 MAX_EXCERPT_CHARS = 2_000
+#: The largest planner-call record ``agent logs`` reads.
+MAX_RECORD_BYTES = 64 * 1024 * 1024
 
 # One path segment with no dot or separator: a task ID can never climb out of the folder.
 _TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
@@ -372,20 +376,77 @@ def write_private_file(path: Path, text: str) -> None:
         raise
 
 
+class UnreadableRecord(ValueError):
+    """A file in a records folder that is not read: its message says why, in a few words."""
+
+
+@contextmanager
+def open_kept_file(name: str | Path, *, folder: int | None = None) -> Iterator[BinaryIO]:
+    """A file in one of the agent's records folders, opened as untrusted: never through a
+    symbolic link (a link planted there could point anywhere) and never a FIFO or a device
+    (which could block a reader forever). ``folder`` is a descriptor of the folder
+    ``name`` is in.
+
+    :raises UnreadableRecord: the file is a link, not a regular file, or cannot be opened.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        handle = os.open(name, flags, dir_fd=folder)
+    except OSError as error:
+        if _is_link(name, folder):
+            raise UnreadableRecord("a symbolic link, not followed") from None
+        raise UnreadableRecord(f"unreadable: {error.strerror}") from None
+    try:
+        regular = stat.S_ISREG(os.fstat(handle).st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        os.close(handle)
+        raise UnreadableRecord("not a regular file")
+    with os.fdopen(handle, "rb") as stream:
+        yield stream
+
+
+def read_kept_file(name: str | Path, *, folder: int | None = None, limit: int) -> bytes:
+    """The bytes of a file :func:`open_kept_file` opens, no more than ``limit``.
+
+    :raises UnreadableRecord: as there, or the file is larger than ``limit``.
+    """
+    try:
+        with open_kept_file(name, folder=folder) as stream:
+            if os.fstat(stream.fileno()).st_size > limit:
+                raise UnreadableRecord(f"larger than {limit:,} bytes")
+            data = stream.read(limit + 1)
+    except OSError as error:
+        raise UnreadableRecord(f"unreadable: {error.strerror}") from None
+    if len(data) > limit:  # it grew while being read
+        raise UnreadableRecord(f"larger than {limit:,} bytes")
+    return data
+
+
+def _is_link(name: str | Path, folder: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=folder).st_mode)
+    except OSError:
+        return False
+
+
 def read_record(task_id: str, environ: Mapping[str, str] = os.environ) -> PlannerRecord:
     """The record of planner task ``task_id``.
 
     :raises UsageError: the ID is malformed, there is no such record, or it cannot be read.
     """
     path = record_path(task_id, environ)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         raise UsageError(
             f"there is no record of planner task {task_id!r} in {path.parent} "
             "(records are kept on the machine that ran `agent run`)"
-        ) from None
-    except (OSError, UnicodeDecodeError) as error:
+        )
+    try:
+        text = read_kept_file(path, limit=MAX_RECORD_BYTES).decode("utf-8")
+    except UnreadableRecord as problem:
+        raise UsageError(f"the record {str(path)!r} is {problem}") from None
+    except UnicodeDecodeError as error:
         raise UsageError(f"cannot read the record {str(path)!r}: {error}") from None
     try:
         data = json.loads(text)

@@ -30,8 +30,8 @@ from pathlib import Path
 import attrs
 
 from .errors import AgentWarning, UsageError
-from .records import runs_directory, state_directory
-from .run_record_files import UnreadableRecord, open_kept_file, records_directory
+from .records import UnreadableRecord, open_kept_file, runs_directory, state_directory
+from .run_record_files import records_directory
 
 #: How many days records are kept when :data:`RETENTION_ENV` is unset.
 DEFAULT_KEEP_DAYS = 30

@@ -22,12 +22,8 @@ from typing import Any
 
 import attrs
 
-from .run_record_files import (
-    MAX_RECORD_BYTES,
-    UnreadableRecord,
-    read_kept_file,
-    records_directory,
-)
+from .records import UnreadableRecord, read_kept_file
+from .run_record_files import MAX_RECORD_BYTES, records_directory
 from .run_record_layout import RUN_RECORD_FORMAT, RunRecord
 
 #: The file name of a run record: its run ID and ``.json``.

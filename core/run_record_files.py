@@ -12,16 +12,14 @@ import json
 import os
 import re
 import secrets
-import stat
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
-from typing import BinaryIO
 
 from . import contract, provider, records
 from .errors import UsageError
 from .model import PatchPlan, SeedProject
 from .provider import API_KEY_ENV
+from .records import UnreadableRecord, read_kept_file
 from .run_record_layout import RUN_RECORD_FORMAT, RunRecord
 from .serialization import describe_structure_error, structure, to_json
 
@@ -29,56 +27,6 @@ from .serialization import describe_structure_error, structure, to_json
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 
 _RUN_ID = re.compile(r"run-[0-9a-f]{16}")
-
-
-class UnreadableRecord(ValueError):
-    """A file in a records folder that is not read: its message says why, in a few words."""
-
-
-@contextmanager
-def open_kept_file(name: str | Path, *, folder: int | None = None) -> Iterator[BinaryIO]:
-    """A file in one of the agent's records folders, opened as untrusted: never through a
-    symbolic link (a link planted there could point anywhere) and never a FIFO or a device
-    (which could block a reader forever). ``folder`` is a descriptor of the folder
-    ``name`` is in.
-
-    :raises UnreadableRecord: the file is a link, not a regular file, or cannot be opened.
-    """
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    try:
-        handle = os.open(name, flags, dir_fd=folder)
-    except OSError as error:
-        if _is_link(name, folder):
-            raise UnreadableRecord("a symbolic link, not followed") from None
-        raise UnreadableRecord(f"unreadable: {error.strerror}") from None
-    with os.fdopen(handle, "rb") as stream:
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
-            raise UnreadableRecord("not a regular file")
-        yield stream
-
-
-def read_kept_file(name: str | Path, *, folder: int | None = None, limit: int) -> bytes:
-    """The bytes of a file :func:`open_kept_file` opens, no more than ``limit``.
-
-    :raises UnreadableRecord: as there, or the file is larger than ``limit``.
-    """
-    try:
-        with open_kept_file(name, folder=folder) as stream:
-            if os.fstat(stream.fileno()).st_size > limit:
-                raise UnreadableRecord(f"larger than {limit:,} bytes")
-            data = stream.read(limit + 1)
-    except OSError as error:
-        raise UnreadableRecord(f"unreadable: {error.strerror}") from None
-    if len(data) > limit:  # it grew while being read
-        raise UnreadableRecord(f"larger than {limit:,} bytes")
-    return data
-
-
-def _is_link(name: str | Path, folder: int | None) -> bool:
-    try:
-        return stat.S_ISLNK(os.lstat(name, dir_fd=folder).st_mode)
-    except OSError:
-        return False
 
 
 def new_run_id() -> str:

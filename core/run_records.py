@@ -22,14 +22,12 @@ recorded); ``git_diff`` is in :mod:`.diffs`.
 from __future__ import annotations
 
 from .diffs import git_diff
+from .records import UnreadableRecord, open_kept_file, read_kept_file
 from .run_record_files import (
     MAX_RECORD_BYTES,
-    UnreadableRecord,
     chosen_plan,
     is_run_id,
     new_run_id,
-    open_kept_file,
-    read_kept_file,
     read_run_record,
     record_path,
     records_directory,

@@ -214,10 +214,23 @@ def test_list_sets_aside_a_file_that_is_not_a_record_in_one_line(
     assert problem in skipped["problem"]
 
 
-@pytest.mark.parametrize("kind", ["fifo", "link-to-a-record", "directory", "sparse-1gb"])
+@pytest.mark.parametrize(
+    ("kind", "problem"),
+    [
+        ("fifo", "not a regular file"),
+        ("link-to-a-record", "a symbolic link, not followed"),
+        ("directory", "not a regular file"),
+        ("sparse-1gb", "larger than 67,108,864 bytes"),
+    ],
+)
 @pytest.mark.parametrize("command", ["logs", "replay", "diff"])
 def test_a_record_planted_in_the_folder_is_refused_by_run_id_not_followed_or_waited_on(
-    kind: str, command: str, run_agent: RunAgent, planned_run: Callable[..., str], tmp_path: Path
+    kind: str,
+    problem: str,
+    command: str,
+    run_agent: RunAgent,
+    planned_run: Callable[..., str],
+    tmp_path: Path,
 ) -> None:
     good = planned_run()
     hostile = run_records(tmp_path) / "run-00000000000000aa.json"
@@ -227,7 +240,7 @@ def test_a_record_planted_in_the_folder_is_refused_by_run_id_not_followed_or_wai
 
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
-    assert f"the run record {str(hostile)!r} is " in done.stderr
+    assert f"the run record {str(hostile)!r} is {problem}" in done.stderr
 
 
 # --- agent runs prune ---------------------------------------------------------------------------
@@ -524,3 +537,48 @@ def test_logs_shows_a_planner_call_a_planner_named_like_a_run(
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("planner task run-00000000000000e1 (scripted)")
+
+
+PLANTED = {
+    "fifo": "not a regular file",
+    "link-to-etc": "a symbolic link, not followed",
+    "directory": "not a regular file",
+    "sparse-1gb": "larger than 67,108,864 bytes",
+}
+
+
+@pytest.mark.parametrize("kind", list(PLANTED))
+@pytest.mark.parametrize("task_id", ["plan-planted", "run-00000000000000e2"])
+def test_a_planner_record_planted_in_its_folder_is_refused_not_followed_or_waited_on(
+    kind: str, task_id: str, run_agent: RunAgent, planned_run: Callable[..., str], tmp_path: Path
+) -> None:
+    good = planned_run()
+    folder = planner_records(tmp_path)
+    folder.mkdir(parents=True, mode=0o700)
+    planted = folder / f"{task_id}.json"
+    plant(kind, planted, tmp_path, run_records(tmp_path) / f"{good}.json")
+
+    done = run_agent("logs", task_id, env=OFF, timeout=20)
+
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"the record {str(planted)!r} is {PLANTED[kind]}" in done.stderr
+
+
+def test_list_shows_what_a_record_says_with_control_characters_escaped(
+    run_agent: RunAgent, planned_run: Callable[..., str], tmp_path: Path
+) -> None:
+    good = planned_run()
+    path = run_records(tmp_path) / f"{good}.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    record["seed"]["name"] = "calc\x1b[2J\rulator\nrun-ffffffffffffffff"
+    record["model"] = "m\x07odel"
+    path.write_text(json.dumps(record, indent=2), encoding="utf-8")
+
+    done = run_agent("runs", "list", env=OFF)
+
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout
+    assert "\x07" not in done.stdout
+    assert len(done.stdout.splitlines()) == 2
+    assert "calc\\x1b[2J\\rulator\\nrun-ffffffffffffffff  m\\x07odel" in done.stdout
