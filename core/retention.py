@@ -18,6 +18,7 @@ in the folders is left alone.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import stat
@@ -113,6 +114,10 @@ def prune(
     """
     if older_than_days is None and keep is None:
         raise UsageError("say which records to delete: --older-than DAYS, --keep N or both")
+    if older_than_days is not None and not 0 <= older_than_days < math.inf:
+        raise UsageError(f"--older-than {older_than_days}: give a number of days, 0 or more")
+    if keep is not None and keep < 0:
+        raise UsageError(f"--keep {keep}: give a number of records, 0 or more")
     now = time.time() if now is None else now
     cutoff = None if older_than_days is None else now - older_than_days * _DAY
     runs = _prune_folder(records_directory(environ), _RUN_RECORDS, cutoff, keep, dry_run)
@@ -151,7 +156,10 @@ def _prune_folder(
         deleted = size = 0
         left_alone: list[LeftAlone] = []
         for rank, (mtime, name, length) in enumerate(records):
-            if (cutoff is not None and mtime >= cutoff) or (keep is not None and rank < keep):
+            # Said positively, so that no comparison that fails (a NaN) can delete.
+            old_enough = cutoff is None or mtime < cutoff
+            beyond_kept = keep is None or rank >= keep
+            if not (old_enough and beyond_kept):
                 continue
             reason = _not_the_agents(handle, name, kind)
             if reason is None and not dry_run:

@@ -366,6 +366,20 @@ def test_prune_without_a_bound_is_a_usage_error(run_agent: RunAgent) -> None:
     assert "--older-than DAYS, --keep N or both" in done.stderr
 
 
+@pytest.mark.parametrize("days", ["nan", "inf", "-1"])
+def test_prune_refuses_days_that_are_not_a_number_of_days(
+    days: str, run_agent: RunAgent, planned_run: Callable[..., str], tmp_path: Path
+) -> None:
+    good = planned_run()
+    age(run_records(tmp_path) / f"{good}.json", 100)
+
+    done = run_agent("runs", "prune", "--older-than", days, env=OFF)
+
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert (run_records(tmp_path) / f"{good}.json").is_file()
+
+
 # --- automatic retention ------------------------------------------------------------------------
 
 
