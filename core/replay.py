@@ -39,6 +39,8 @@ class ReplayedTest:
     :ivar chosen: whether the run's verdict rested on it.
     :ivar recorded_grade: for a graded seed, its grade when recorded.
     :ivar grade: its grade now.
+    :ivar candidate: the candidate it tested a plan of, when the record's result says.
+    :ivar attempt: that candidate's attempt, when the record's result says.
     """
 
     number: int
@@ -51,6 +53,8 @@ class ReplayedTest:
     chosen: bool = False
     recorded_grade: Grade | None = None
     grade: Grade | None = None
+    candidate: int | None = None
+    attempt: int | None = None
 
     @property
     def matches(self) -> bool:
@@ -237,7 +241,11 @@ def replay(
     policies: Sequence[PatchPolicy],
     progress: Callable[[str], None],
 ) -> list[ReplayedTest]:
-    """Re-test every recorded test's plan; one :class:`ReplayedTest` each, in order.
+    """Re-test every recorded test's plan; one :class:`ReplayedTest` each.
+
+    In the order of candidates and their attempts when the record's result says which
+    test was which (the sandboxes of parallel candidates end in any order), else in
+    the order the tests ended.
 
     :raises UsageError: the record holds no test.
     :raises SandboxError: a sandbox failed for a reason other than the test.
@@ -248,9 +256,18 @@ def replay(
             f"run {record.run_id} tested no plan, so there is nothing to replay: {problem}"
         )
     replayed: list[ReplayedTest] = []
-    for number, test in enumerate(record.tests, start=1):
+    places = _places(record)
+    order = sorted(
+        range(len(record.tests)),
+        key=lambda index: tuple(
+            number or 0 for number in places.get(record.tests[index].outcome.sandbox_id, (0, 0))
+        ),
+    )
+    for number, index in enumerate(order, start=1):
+        test = record.tests[index]
+        candidate, attempt = places.get(test.outcome.sandbox_id, (None, None))
         progress(f"replaying test {number} of {len(record.tests)}: {', '.join(test.plan.paths)}")
-        recorded_passed, chosen = test.outcome.tests_passed, record.chosen_test == number - 1
+        recorded_passed, chosen = test.outcome.tests_passed, record.chosen_test == index
         recorded_grade = test.outcome.grade
         try:
             result = orchestrator.run(
@@ -267,6 +284,7 @@ def replay(
                 ReplayedTest(
                     number, test.plan.paths, recorded_passed, None,
                     problem=rejected.message, chosen=chosen, recorded_grade=recorded_grade,
+                    candidate=candidate, attempt=attempt,
                 )
             )  # fmt: skip
             continue
@@ -281,6 +299,25 @@ def replay(
                 chosen=chosen,
                 recorded_grade=recorded_grade,
                 grade=result.grade,
+                candidate=candidate,
+                attempt=attempt,
             )
         )
     return replayed
+
+
+def _places(record: RunRecord) -> dict[str, tuple[int | None, int | None]]:
+    """Each recorded sandbox's candidate and attempt, as the record's result gives them:
+    ``(None, attempt)`` for a run of one candidate; empty without a result, or for a
+    run of one attempt (there is nothing to tell apart)."""
+    result = record.result
+    if result is None or (not result.candidates and len(result.attempts) < 2):
+        return {}
+    if result.candidates:
+        return {
+            attempt.sandbox_id: (candidate.number, attempt.number)
+            for candidate in result.candidates
+            for attempt in candidate.attempts
+            if attempt.sandbox_id
+        }
+    return {a.sandbox_id: (None, a.number) for a in result.attempts if a.sandbox_id}

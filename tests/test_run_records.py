@@ -124,6 +124,38 @@ def test_replay_says_when_a_verdict_differs(
     assert "DIFFER" in done.stdout
 
 
+def test_replay_numbers_tests_by_candidate_and_attempt_not_by_when_they_ended(
+    provider: FakeProvider, run_agent: RunAgent, agent_env: dict[str, str], tmp_path: Path
+) -> None:
+    from conftest import plan_json
+
+    wrong = "def add(left, right):\n    return left * right\n"
+    for content in (wrong, wrong, FIXED_CALCULATOR, FIXED_CALCULATOR):
+        provider.reply_content(plan_json(("calculator.py", content)))
+    run = run_agent("run", "--candidates", "2", "--attempts", "2", "--jobs", "1", "--json")
+    assert run.returncode == 0, run.stderr
+    path = record_file(tmp_path, run.json()["run_id"])
+    record = json.loads(path.read_text(encoding="utf-8"))
+    assert len(record["tests"]) == 4
+    # As if the sandboxes had ended in the other order (parallel candidates end in any).
+    record["tests"].reverse()
+    record["chosen_test"] = 3 - record["chosen_test"]
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(record), encoding="utf-8")
+
+    done = run_without_provider(agent_env, "replay", str(edited))
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    places = [line.split(": calculator.py")[0] for line in done.stdout.splitlines()[:4]]
+    assert places == [
+        "test 1 (candidate 1, attempt 1",
+        "test 2 (candidate 1, attempt 2",
+        "test 3 (candidate 2, attempt 1",
+        "test 4 (candidate 2, attempt 2",
+    ]
+    assert done.stdout.count("the run's verdict") == 1
+
+
 def test_replay_refuses_a_seed_whose_files_changed_unless_forced(
     recorded_run: dict[str, Any], agent_env: dict[str, str], tmp_path: Path
 ) -> None:

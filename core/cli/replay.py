@@ -78,7 +78,12 @@ def _describe(test: object) -> str:
             now += f", graded {test.grade.counts}"
     chosen = ", the run's verdict" if test.chosen else ""
     verdict = "match" if test.matches else "DIFFERENT"
+    place = ""
+    if test.candidate is not None:
+        place = f"candidate {test.candidate}, attempt {test.attempt}: "
+    elif test.attempt is not None:
+        place = f"attempt {test.attempt}: "
     return (
-        f"test {test.number} ({', '.join(test.paths) or 'no files'}{chosen}): "
+        f"test {test.number} ({place}{', '.join(test.paths) or 'no files'}{chosen}): "
         f"recorded {recorded}, now {now}: {verdict}"
     )
