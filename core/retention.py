@@ -254,7 +254,7 @@ def _days_kept(environ: Mapping[str, str]) -> int | None:
         return DEFAULT_KEEP_DAYS
     if value.lower() == "off":
         return None
-    if value.isdigit() and int(value) >= 1:
+    if value.isascii() and value.isdigit() and 1 <= int(value) <= 100_000:
         return int(value)
     raise UsageError(f"{RETENTION_ENV}={value!r} is neither a number of days (1 or more) nor 'off'")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import os
 import re
 import stat
@@ -178,8 +179,12 @@ def _summed_up(parsed: Any, run_id: str, size: int) -> RunSummary:
         raise _NotARecord("damaged: it names no seed")
     if not isinstance(started, str) or _parsed_time(started) is None:
         raise _NotARecord("damaged: its started_at is not a time")
-    if not isinstance(duration, (int, float)) or isinstance(duration, bool):
-        raise _NotARecord("damaged: its duration_seconds is not a number")
+    if (
+        not isinstance(duration, (int, float))
+        or isinstance(duration, bool)
+        or not 0 <= duration < math.inf  # JSON as Python reads it allows NaN and Infinity
+    ):
+        raise _NotARecord("damaged: its duration_seconds is not a number of seconds")
     verdict = "unknown"
     if isinstance(result, dict) and isinstance(result.get("tests_passed"), bool):
         verdict = "passed" if result["tests_passed"] else "failed"
@@ -214,11 +219,16 @@ def local_time(iso: str) -> str:
     when = _parsed_time(iso)
     if when is None or when.tzinfo is None:
         return iso
-    return when.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return when.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, ValueError, OSError):  # the year 9999, east of UTC
+        return iso
 
 
 def duration(seconds: float) -> str:
-    """``0.8 s``, ``42 s``, ``3 min 5 s``, ``2 h 4 min``."""
+    """``0.8 s``, ``42 s``, ``3 min 5 s``, ``2 h 4 min``; ``?`` for what is no duration."""
+    if not 0 <= seconds < math.inf:
+        return "?"
     if seconds < 10:
         return f"{seconds:.1f} s"
     whole = round(seconds)

@@ -596,3 +596,36 @@ def test_list_shows_what_a_record_says_with_control_characters_escaped(
     assert "\x07" not in done.stdout
     assert len(done.stdout.splitlines()) == 2
     assert "calc\\x1b[2J\\rulator\\nrun-ffffffffffffffff  m\\x07odel" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "shown"),
+    [
+        ("duration_seconds", float("inf"), "skipped: damaged: its duration_seconds is not"),
+        ("duration_seconds", float("nan"), "skipped: damaged: its duration_seconds is not"),
+        ("started_at", "9999-12-31T23:59:59.000+00:00", "9999-12-31T23:59:59.000+00:00"),
+    ],
+    ids=["infinite-duration", "nan-duration", "last-second-of-9999"],
+)
+def test_list_and_logs_survive_times_no_clock_can_show(
+    field: str,
+    value: object,
+    shown: str,
+    run_agent: RunAgent,
+    planned_run: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    good = planned_run()
+    path = run_records(tmp_path) / f"{good}.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    record[field] = value
+    path.write_text(json.dumps(record, indent=2), encoding="utf-8")
+    east = {**OFF, "TZ": "Asia/Tokyo"}
+
+    listing = run_agent("runs", "list", env=east)
+    logs = run_agent("logs", good, env=east)
+
+    assert listing.returncode == 0, listing.stderr
+    assert shown in listing.stdout + listing.stderr
+    assert logs.returncode == 0, logs.stderr
+    assert logs.stdout.startswith(f"run {good} of seed calculator, started ")
