@@ -629,3 +629,22 @@ def test_list_and_logs_survive_times_no_clock_can_show(
     assert shown in listing.stdout + listing.stderr
     assert logs.returncode == 0, logs.stderr
     assert logs.stdout.startswith(f"run {good} of seed calculator, started ")
+
+
+def test_a_batch_prunes_old_records_too(
+    provider: FakeProvider, run_agent: RunAgent, planned_run: Callable[..., str], tmp_path: Path
+) -> None:
+    first = planned_run()
+    (state(tmp_path) / "records-pruned").unlink(missing_ok=True)
+    old = copy_record(tmp_path, first, "run-00000000000000f1", 31)
+    provider.reply_plan(("calculator.py", FIXED_CALCULATOR))
+    provider.reply_plan(("calculator.py", FIXED_CALCULATOR))
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"seed": "calculator"}\n{"seed": "calculator"}\n', encoding="utf-8")
+
+    done = run_agent("batch", str(tasks), "--out", str(tmp_path / "results.jsonl"))
+
+    assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stderr
+    assert not old.exists()
+    assert len(list(run_records(tmp_path).iterdir())) == 3
