@@ -161,7 +161,9 @@ class Fault:
 
     ``times`` None answers every match; otherwise the first ``times`` matches, after
     which requests pass through again. ``hang_seconds`` > 0 holds the request that long
-    and then closes the connection without an answer.
+    and then closes the connection without an answer. ``reset`` resets the connection
+    (the client sees "Connection reset by peer") instead of answering: before doing
+    anything, or with ``after`` once the request's work is done (a lost answer).
     """
 
     method: str
@@ -170,6 +172,8 @@ class Fault:
     body: Any = None
     times: int | None = None
     hang_seconds: float = 0.0
+    reset: bool = False
+    after: bool = False
     hits: int = 0
 
     def matches(self, method: str, path: str) -> bool:
@@ -532,7 +536,8 @@ class ControlPlane:
       ``.files`` remote path → bytes, ``.processes`` with args/cwd/env/exit code);
     - ``unhandled``: requests that matched no route (a call the stand-in does not serve).
 
-    Failure knobs: ``fail()``, ``hang()``, ``refuse_connections()`` / ``accept_connections()``,
+    Failure knobs: ``fail()``, ``hang()``, ``reset()``, ``refuse_connections()`` /
+    ``accept_connections()``,
     ``fail_next_task()``; ``answer_next_task()`` replaces a task's returned value.
     """
 
@@ -610,14 +615,18 @@ class ControlPlane:
         status: int = 503,
         body: Any = None,
         times: int | None = None,
+        after: bool = False,
     ) -> Fault:
         """Answer requests matching ``method`` (or ``"*"``) and the regex ``path`` with ``status``.
 
         ``path`` is searched in the full request path, e.g. ``r"/tasks/[^/]+$"``. ``body``
         defaults to ``{"code": ..., "message": ...}`` for the status; a ``bytes`` body is
-        sent as is. ``times=None`` answers forever, ``times=1`` once.
+        sent as is. ``times=None`` answers forever, ``times=1`` once. ``after``: the
+        request's work is done first (a gateway's 502/504 after the work happened).
         """
-        fault = Fault(method.upper(), re.compile(path), status=status, body=body, times=times)
+        fault = Fault(
+            method.upper(), re.compile(path), status=status, body=body, times=times, after=after
+        )
         with self._lock:
             self.faults.append(fault)
         return fault
@@ -626,6 +635,15 @@ class ControlPlane:
         """Hold matching requests ``seconds`` (at most MAX_HANG_SECONDS), then close unanswered."""
         seconds = min(seconds, MAX_HANG_SECONDS)
         fault = Fault(method.upper(), re.compile(path), times=times, hang_seconds=seconds)
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def reset(self, method: str, path: str, *, times: int | None = 1, after: bool = False) -> Fault:
+        """Reset the connection of matching requests (TCP RST, no answer), the first
+        ``times`` of them: before the request is served, or ``after`` it was (its work
+        done, its answer lost), as a flaky network or a restarting control plane does."""
+        fault = Fault(method.upper(), re.compile(path), times=times, reset=True, after=after)
         with self._lock:
             self.faults.append(fault)
         return fault
@@ -710,7 +728,7 @@ class ControlPlane:
             fault = next((f for f in self.faults if f.matches(request.method, path)), None)
             if fault is not None:
                 fault.hits += 1
-        if fault is not None:
+        if fault is not None and not fault.after:
             self._answer_fault(handler, fault)
             return
         try:
@@ -720,6 +738,9 @@ class ControlPlane:
             if failure.refusals:
                 error["refusals"] = failure.refusals
             status, payload = failure.status, error
+        if fault is not None:
+            self._answer_fault(handler, fault)
+            return
         self._send(handler, status, payload)
 
     def _read_body(self, handler: _Handler) -> bytes:
@@ -736,6 +757,18 @@ class ControlPlane:
         return handler.rfile.read(length) if length else b""
 
     def _answer_fault(self, handler: _Handler, fault: Fault) -> None:
+        if fault.reset:
+            import socket
+            import struct
+
+            handler.close_connection = True
+            with contextlib.suppress(OSError):
+                # Linger 0: close() sends RST, so the client reads ECONNRESET.
+                handler.connection.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
+                handler.connection.close()
+            return
         if fault.hang_seconds > 0:
             self._closing.wait(fault.hang_seconds)
             handler.close_connection = True
