@@ -5,8 +5,9 @@
   workspace secrets (:mod:`.handler`, :mod:`.planner`).
 * Runner ``lazycloud``: one ``test-patch`` sandbox per run, network blocked,
   no secrets, terminated whatever happens (:mod:`.runner`).
-* Commands ``agent lazycloud configure|deploy|status|sandboxes|cleanup``
-  (:mod:`.commands`).
+* Commands ``agent lazycloud configure|deploy|status|sandboxes [stop]|cleanup``
+  (:mod:`.commands`); the sandboxes a killed agent left running are stopped by
+  the next run or by ``sandboxes stop --stale`` (:mod:`.ledger`, :mod:`.sandboxes`).
 
 Either works alone: ``--planner lazycloud`` with the local sandbox, or
 ``--runner lazycloud`` with ``--plan FILE`` or the local planner. The SDK
@@ -41,7 +42,7 @@ class LazyCloudCommands:
     name: str = "lazycloud"
     help: str = (
         f"The LazyCloud backend: configure secrets, deploy {FUNCTION_NAME}, status, "
-        f"{SANDBOX_NAME} sandboxes, cleanup."
+        f"{SANDBOX_NAME} sandboxes (list, stop), cleanup."
     )
 
     def build(self) -> typer.Typer:

@@ -68,25 +68,7 @@ def build_group(help_text: str) -> typer.Typer:
                 return
             echo(_status_text(found))
 
-    @group.command("sandboxes")
-    def sandboxes(
-        limit: Annotated[int, typer.Option(min=1, max=1000, help="How many to list.")] = 20,
-        as_json: JsonOption = False,
-        debug: DebugOption = False,
-    ) -> None:
-        """Recent sandboxes of test-patch: ID, status, created at."""
-        with reporting(as_json, debug):
-            from .remote import Deadlines
-            from .workspace import sandboxes as list_sandboxes
-
-            rows = list_sandboxes(Deadlines.from_environment(), limit)
-            if as_json:
-                print_json(rows, indent=2)
-                return
-            if not rows:
-                echo(f"no sandboxes of {SANDBOX_NAME} yet")
-            for row in rows:
-                echo(f"{row['sandbox_id']}  {row['status']:<8}  created {row['created_at']}")
+    group.add_typer(_sandboxes_group(), name="sandboxes")
 
     @group.command("cleanup")
     def cleanup(
@@ -129,6 +111,89 @@ def build_group(help_text: str) -> typer.Typer:
                 echo(f"deleted {_listing(deleted)}")
 
     return group
+
+
+def _sandboxes_group() -> typer.Typer:
+    sandboxes = typer.Typer(
+        help="Recent sandboxes of test-patch, and which are stale; `stop` stops them.",
+        invoke_without_command=True,
+    )
+
+    @sandboxes.callback(invoke_without_command=True)
+    def listing(
+        context: typer.Context,
+        limit: Annotated[int, typer.Option(min=1, max=1000, help="How many to list.")] = 20,
+        as_json: JsonOption = False,
+        debug: DebugOption = False,
+    ) -> None:
+        """Recent sandboxes of test-patch: ID, status, created at, the agent that started
+        it (from this machine's ledger) and whether it is stale."""
+        if context.invoked_subcommand is not None:
+            return
+        with reporting(as_json, debug):
+            from .remote import Deadlines
+            from .workspace import sandboxes as list_sandboxes
+
+            rows = list_sandboxes(Deadlines.from_environment(), limit)
+            if as_json:
+                print_json(rows, indent=2)
+                return
+            if not rows:
+                echo(f"no sandboxes of {SANDBOX_NAME} yet")
+                return
+            echo(f"{'SANDBOX':<36}  {'STATUS':<8}  {'CREATED':<32}  {'AGENT':<14}  STALE")
+            for row in rows:
+                echo(
+                    f"{row['sandbox_id'] or '(being created)':<36}  {row['status']:<8}  "
+                    f"{row['created_at']:<32}  {_agent(row):<14}  "
+                    f"{'stale' if row['stale'] else '-'}"
+                )
+
+    @sandboxes.command("stop")
+    def stop(
+        sandbox_id: Annotated[
+            str | None, typer.Argument(help="The sandbox to stop (its ID).", show_default=False)
+        ] = None,
+        every: Annotated[
+            bool, typer.Option("--all", help="Stop every running sandbox of test-patch.")
+        ] = False,
+        stale: Annotated[
+            bool,
+            typer.Option(
+                "--stale",
+                help="Stop those whose agent is gone or whose run is long over.",
+            ),
+        ] = False,
+        as_json: JsonOption = False,
+        debug: DebugOption = False,
+    ) -> None:
+        """Stop a sandbox of test-patch by ID, every running one (--all), or the stale ones
+        (--stale), and forget them in this machine's ledger."""
+        with reporting(as_json, debug):
+            from .remote import Deadlines
+            from .workspace import stop_sandboxes
+
+            if (sandbox_id is not None) + every + stale != 1:
+                raise UsageError("name one sandbox ID, or pass --all or --stale (one of them)")
+            done = stop_sandboxes(
+                Deadlines.from_environment(), sandbox_id, every=every, stale=stale
+            )
+            if as_json:
+                print_json({"stopped": done}, indent=2)
+                return
+            if not done:
+                echo("no sandbox to stop")
+            for row in done:
+                state = "stopped" if row["stopped"] else "gone already"
+                echo(f"{row['sandbox_id']}  {state}")
+
+    return sandboxes
+
+
+def _agent(row: dict[str, Any]) -> str:
+    if row["agent_pid"] is None:
+        return "-"
+    return f"{row['agent_pid']} {'running' if row['agent_alive'] else 'gone'}"
 
 
 def _listing(plan: dict[str, Any]) -> str:

@@ -18,7 +18,9 @@ from __future__ import annotations
 import contextvars
 import os
 import queue
+import random
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -80,8 +82,19 @@ class RemoteTimeout(Exception):
         self.seconds = seconds
 
 
-def bounded(call: Callable[[], T], seconds: float, what: str) -> T:
-    """``call()``'s result (or exception), or :class:`RemoteTimeout` after ``seconds``."""
+class Stopped(Exception):
+    """The agent no longer wants the sandbox (``run_test_until``'s stop event was set)."""
+
+
+#: How often a wait that may be stopped looks at its stop event.
+STOP_POLL_SECONDS = 0.05
+
+
+def bounded(
+    call: Callable[[], T], seconds: float, what: str, stop: threading.Event | None = None
+) -> T:
+    """``call()``'s result (or exception), or :class:`RemoteTimeout` after ``seconds``,
+    or :class:`Stopped` within :data:`STOP_POLL_SECONDS` of ``stop`` being set."""
     answers: queue.SimpleQueue[tuple[bool, object]] = queue.SimpleQueue()
     context = contextvars.copy_context()
 
@@ -91,15 +104,95 @@ def bounded(call: Callable[[], T], seconds: float, what: str) -> T:
         except BaseException as error:
             answers.put((False, error))
 
+    if stop is not None and stop.is_set():
+        raise Stopped(what)
     threading.Thread(target=work, name=f"lazycloud: {what}", daemon=True).start()
-    try:
-        ok, value = answers.get(timeout=seconds)
-    except queue.Empty:
-        raise RemoteTimeout(what, seconds) from None
+    deadline = time.monotonic() + seconds
+    while True:
+        left = max(0.0, deadline - time.monotonic())
+        try:
+            ok, value = answers.get(timeout=min(left, STOP_POLL_SECONDS) if stop else left)
+            break
+        except queue.Empty:
+            if stop is not None and stop.is_set():
+                raise Stopped(what) from None
+            if time.monotonic() >= deadline:
+                raise RemoteTimeout(what, seconds) from None
     if ok:
         return value  # type: ignore[return-value]
     assert isinstance(value, BaseException)
     raise value
+
+
+#: Statuses worth asking again: the control plane (or a proxy before it) was busy or down.
+TRANSIENT_STATUSES = frozenset({408, 429, 502, 503, 504})
+#: The first pause between attempts, doubled each time up to :data:`MAX_RETRY_PAUSE`,
+#: and drawn at random below that ("full jitter"), so forty sandboxes do not retry in step.
+FIRST_RETRY_PAUSE = 0.25
+MAX_RETRY_PAUSE = 8.0
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether asking again may succeed: a connection reset or refused, a timeout, or one
+    of :data:`TRANSIENT_STATUSES`. Any other answer (a 4xx) is final."""
+    from lazycloud.clients.api import ApiConnectionError, ApiError
+
+    for cause in _causes(error):
+        if isinstance(cause, ApiError):
+            return cause.status_code in TRANSIENT_STATUSES
+        if isinstance(cause, ApiConnectionError | ConnectionError | TimeoutError | RemoteTimeout):
+            return True
+    return False
+
+
+def never_sent(error: BaseException) -> bool:
+    """Whether the request certainly did not reach the control plane (no connection was
+    made, or it answered that it did nothing: 429), so that even a create may be sent again."""
+    import httpx
+    from lazycloud.clients.api import ApiError
+
+    for cause in _causes(error):
+        if isinstance(cause, ApiError):
+            return cause.status_code == 429
+        if isinstance(cause, httpx.ConnectError | httpx.ConnectTimeout | ConnectionRefusedError):
+            return True
+    return False
+
+
+def retried(
+    call: Callable[[], T],
+    seconds: float,
+    what: str,
+    *,
+    stop: threading.Event | None = None,
+    again: Callable[[BaseException], bool] = is_transient,
+) -> T:
+    """``call()``, asked again after a transient failure (``again``) until ``seconds`` pass.
+
+    Only for calls that may be repeated: reads, uploads to a path, a stop, a release
+    (a second one is harmless). Each attempt is :func:`bounded` by what is left; the
+    last failure is raised as it is.
+    """
+    deadline = time.monotonic() + seconds
+    pause = FIRST_RETRY_PAUSE
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return bounded(call, max(left, 0.001), what, stop)
+        except Stopped:
+            raise
+        except Exception as error:
+            if isinstance(error, RemoteTimeout) or not again(error):
+                raise
+            wait = random.uniform(0, pause)  # noqa: S311 - jitter, not a secret
+            if time.monotonic() + wait >= deadline:
+                raise
+            if stop is not None:
+                if stop.wait(wait):
+                    raise Stopped(what) from None
+            else:
+                time.sleep(wait)
+            pause = min(pause * 2, MAX_RETRY_PAUSE)
 
 
 def endpoint_in_use() -> str:
@@ -129,7 +222,7 @@ def translated(
     ids: dict[str, Any] = {"planner_task_id": planner_task_id, "sandbox_id": sandbox_id}
     try:
         yield
-    except AgentError:
+    except (AgentError, Stopped):
         raise
     except RemoteTimeout as timeout:
         raise remote_error(

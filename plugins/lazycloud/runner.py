@@ -1,17 +1,21 @@
 """The ``lazycloud`` runner: one ``test-patch`` sandbox per run, terminated whatever happens.
 
-A run: prepare the sandbox's release (its image built from the seed's
-runtime), create the container and wait until it is ready, upload the seed
-files with the replacement (nothing else), run the seed's test command in the
-folder holding them, and terminate the sandbox in a ``finally``: after a pass,
-a failure, a timeout, an upload error or Ctrl-C. Every wait has its own
-deadline (:mod:`.remote`); a sandbox created while the agent stopped waiting
-is terminated as soon as its ID is known.
+A run: find the sandbox's release (one per definition, see :mod:`.releases`),
+note the sandbox in the ledger (:mod:`.ledger`), create the container and wait
+until it is ready, note its ID, upload the seed files with the replacement
+(nothing else), run the seed's test command in the folder holding them, and
+terminate the sandbox in a ``finally``: after a pass, a failure, a timeout, an
+upload error, Ctrl-C or a stop request (``run_test_until``); then forget it.
+Every wait has its own deadline (:mod:`.remote`), and transient failures of
+calls that may be repeated are retried within it; a sandbox created while the
+agent stopped waiting is terminated as soon as its ID is known. Before its
+first sandbox, a process stops those of the ledger whose agent is gone.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -24,8 +28,18 @@ from sandboxed_coding_agent.core.errors import SandboxError
 from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome
 from sandboxed_coding_agent.core.output import BoundedOutput
 
+from .ledger import Entry, Ledger, this_process
 from .names import SANDBOX_NAME
-from .remote import Deadlines, bounded, translated
+from .remote import (
+    Deadlines,
+    Stopped,
+    bounded,
+    endpoint_in_use,
+    is_transient,
+    never_sent,
+    retried,
+    translated,
+)
 
 #: Where the seed's files go in the sandbox, and where the test runs.
 WORKDIR = "/workspace/seed"
@@ -35,6 +49,8 @@ HARNESS_DIR = "/workspace/.harness"
 HARNESS_FROM_WORKDIR = "../.harness"
 #: The most of the harness's report the agent downloads.
 MAX_REPORT_BYTES = 8 * 1024 * 1024
+#: The most a stopped test's output is waited for before its sandbox is terminated.
+STOPPED_OUTPUT_SECONDS = 2.0
 
 
 @attrs.frozen
@@ -43,7 +59,8 @@ class LazyCloudRunner:
 
     The sandbox's image holds the seed's Python (the agent's own for a seed
     without a runtime) and the seed's requirements, and nothing else. A seed whose
-    runtime has ``project = true`` is refused.
+    runtime has ``project = true`` is refused. A stoppable runner: ``run_test_until``
+    terminates the sandbox within a fraction of a second of its stop event.
     """
 
     name: str = "lazycloud"
@@ -54,7 +71,15 @@ class LazyCloudRunner:
     environ: Mapping[str, str] = attrs.field(factory=lambda: os.environ, repr=False)
 
     def run_test(self, job: SandboxJob) -> SandboxOutcome:
+        return self._test(job, None)
+
+    def run_test_until(self, job: SandboxJob, stop: threading.Event) -> SandboxOutcome:
+        """``run_test``, with the sandbox terminated once ``stop`` is set."""
+        return self._test(job, stop)
+
+    def _test(self, job: SandboxJob, stop: threading.Event | None) -> SandboxOutcome:
         from .app import test_patch_sandbox
+        from .sandboxes import sweep_once
 
         if job.runtime is not None and job.runtime.project:
             # The project's folder would have to be on the image's sys.path, which only an
@@ -72,15 +97,20 @@ class LazyCloudRunner:
                 f"of {job.tree.repository}) yet; run it with the local sandbox (--runner local)"
             )
         deadlines = Deadlines.from_environment(self.environ)
-        definition = test_patch_sandbox(job.runtime)
+        ledger = Ledger.of(self.environ)
         started = time.monotonic()
-        sandbox = _Sandbox(definition, deadlines)
+        sandbox = _Sandbox(test_patch_sandbox(job.runtime), deadlines, ledger, stop, self.environ)
+        if stop is not None and stop.is_set():
+            return sandbox.stopped(started)
+        sweep_once(ledger, deadlines)
         try:
-            sandbox.create()
+            sandbox.create(job.limits.test_timeout_seconds)
             sandbox.upload(job.files, read_only=_fixed_files(job))
             if job.harness is not None:
                 sandbox.upload_harness(job)
             return sandbox.test(job, started)
+        except Stopped:
+            return sandbox.stopped(started)
         finally:
             sandbox.terminate()
 
@@ -88,11 +118,27 @@ class LazyCloudRunner:
 class _Sandbox:
     """One sandbox's life, with the ID known as soon as the control plane gives it."""
 
-    def __init__(self, definition: Any, deadlines: Deadlines) -> None:
+    def __init__(
+        self,
+        definition: Any,
+        deadlines: Deadlines,
+        ledger: Ledger,
+        stop: threading.Event | None,
+        environ: Mapping[str, str],
+    ) -> None:
         self.definition = definition
         self.deadlines = deadlines
+        self.ledger = ledger
+        self.stop = stop
+        self.environ = environ
         self.instance: Any = None
-        self.pending: list[Any] = []  # a creation the agent stopped waiting for
+        self.entry: Entry | None = None
+        # A create in flight: its answer, once the control plane gave it.
+        self.pending: list[Any] = []
+        self.flights: list[threading.Event] = []  # set once each create attempt returned
+        # A create failed in a way that may have made a sandbox nobody could find yet:
+        # its ledger entry stays, for the next run to look for it.
+        self.maybe_created = False
         # Until the control plane names the sandbox, errors name this run.
         self.run_id = f"lazycloud-{uuid.uuid4().hex[:12]}"
 
@@ -103,36 +149,146 @@ class _Sandbox:
     def _translated(self, doing: str) -> Any:
         return translated(SandboxError, doing, sandbox_id=self.sandbox_id)
 
-    def create(self) -> None:
-        from lazycloud.abstractions.sandbox import SandboxInstance
-        from lazycloud.contracts.api import CreateInstanceRequest
+    def stopped(self, started: float, output: str = "") -> SandboxOutcome:
+        """The outcome of a sandbox stopped before its test ended (or began)."""
+        return SandboxOutcome(
+            runner="lazycloud",
+            sandbox_id=self.sandbox_id,
+            exit_code=None,
+            output=output,
+            duration_seconds=round(time.monotonic() - started, 3),
+        )
+
+    def release(self) -> tuple[str, str]:
+        """The release to create the sandbox from, and its definition's content hash."""
+        from . import releases
 
         definition, deadlines = self.definition, self.deadlines
         with self._translated(f"preparing the {SANDBOX_NAME} sandbox (its image and release)"):
-            release = bounded(definition.prepare, deadlines.start, f"preparing {SANDBOX_NAME}")
-        request = CreateInstanceRequest(release_id=uuid.UUID(release))
-        created: list[Any] = []
+            workspace = definition.control_client.workspace
+            key = releases.definition_key(definition, endpoint_in_use(), workspace)
+            definition.metadata = {**definition.metadata, releases.METADATA_KEY: key}
+            release = releases.release_for(
+                key,
+                lambda: retried(
+                    definition.prepare, deadlines.start, f"preparing {SANDBOX_NAME}", stop=self.stop
+                ),
+                self.environ,
+            )
+        return release, key
 
-        def create_container() -> Any:
-            response = definition.control_client.create_instance(request)
-            created.append(response)
-            return response
+    def create(self, test_timeout: float) -> None:
+        from lazycloud.abstractions.sandbox import SandboxInstance
+        from lazycloud.clients.api import ApiError
 
-        self.pending = created
+        from . import releases
+
+        definition, deadlines = self.definition, self.deadlines
+        release, key = self.release()
+        now = time.time()
+        self.entry = Entry(
+            run_id=self.run_id,
+            created_at=now,
+            # Past this, nobody is using the sandbox even if its agent still runs.
+            stale_after=now + deadlines.start + test_timeout + 6 * deadlines.call + 60,
+            endpoint=endpoint_in_use(),
+            workspace=definition.control_client.workspace,
+            release_id=release,
+            **this_process(),
+        )
+        self.ledger.note(self.entry)  # before the create: a sandbox is never unknown
         with self._translated(f"creating the {SANDBOX_NAME} sandbox"):
-            response = bounded(create_container, deadlines.call, f"creating {SANDBOX_NAME}")
+            try:
+                response = self._create(release)
+            except ApiError as error:
+                if error.status_code != 404:
+                    raise
+                # The control plane no longer has the release it was given: make a new one.
+                releases.forget(key, release, self.environ)
+                release, key = self.release()
+                self.entry = attrs.evolve(self.entry, release_id=release)
+                self.ledger.note(self.entry)
+                response = self._create(release)
+        self.ledger.note(attrs.evolve(self.entry, sandbox_id=str(response.id)))
         self.instance = SandboxInstance(
             container_id=str(response.id),
             stub_id=release,
             client=definition.control_client,
         )
-        self.pending = []
         with self._translated(f"waiting for sandbox {self.sandbox_id} to be ready"):
-            bounded(
+            retried(
                 lambda: definition.connect(self.sandbox_id, timeout_seconds=deadlines.start),
                 deadlines.start + deadlines.call,
                 f"sandbox {self.sandbox_id} to be ready",
+                stop=self.stop,
             )
+
+    def _create(self, release: str) -> Any:
+        """The create's answer (or the sandbox it made, found again after its answer was
+        lost). A create is sent again only when it certainly did not reach the control
+        plane; when it may have, the sandboxes created meanwhile are looked at first."""
+        from lazycloud.contracts.api import CreateInstanceRequest
+
+        client = self.definition.control_client
+        request = CreateInstanceRequest(release_id=uuid.UUID(release))
+        deadline = time.monotonic() + self.deadlines.call
+
+        def create_container() -> Any:
+            settled = threading.Event()
+            self.flights.append(settled)
+            try:
+                response = client.create_instance(request)
+                self.pending.append(response)
+                return response
+            finally:
+                settled.set()
+
+        def left() -> float:
+            return max(deadline - time.monotonic(), 0.001)
+
+        while True:
+            sent = time.time()
+            try:
+                return retried(
+                    create_container,
+                    left(),
+                    f"creating {SANDBOX_NAME}",
+                    stop=self.stop,
+                    again=lambda error: is_transient(error) and never_sent(error),
+                )
+            except Stopped:
+                raise
+            except Exception as error:
+                if not is_transient(error) or time.monotonic() >= deadline:
+                    if is_transient(error) and not never_sent(error):
+                        self.maybe_created = True
+                    raise
+            # The answer was lost: look before creating again, so that no sandbox is
+            # made twice or left unknown.
+            self.maybe_created = True
+            made = retried(
+                partial(self._created_since, release, sent),
+                left(),
+                "looking for the sandbox a lost create made",
+                stop=self.stop,
+            )
+            if len(made) == 1:
+                self.maybe_created = False
+                return _Made(made[0], release)
+            if made:
+                raise SandboxError(
+                    f"creating the {SANDBOX_NAME} sandbox: its answer was lost and "
+                    f"{len(made)} sandboxes of its release were created meanwhile "
+                    f"({', '.join(made)}); none is used (each stops once idle)",
+                    sandbox_id=self.sandbox_id,
+                )
+            self.maybe_created = False
+
+    def _created_since(self, release: str, sent: float) -> list[str]:
+        from .sandboxes import Where, created_meanwhile, known_ids
+
+        where, known = Where.current(), known_ids(self.ledger)
+        return created_meanwhile(where, self.deadlines, release, sent, time.time(), known)
 
     def upload(self, files: Mapping[str, bytes], read_only: frozenset[str] = frozenset()) -> None:
         """Put each file under :data:`WORKDIR` (the control plane makes the folders); the
@@ -143,7 +299,7 @@ class _Sandbox:
                 target = f"{WORKDIR}/{path}"
                 mode = 0o444 if path in read_only else 0o644
                 upload = partial(client.upload_file, container, target, data, mode=mode)
-                bounded(upload, self.deadlines.call, f"uploading {path}")
+                retried(upload, self.deadlines.call, f"uploading {path}", stop=self.stop)
 
     def upload_harness(self, job: SandboxJob) -> None:
         """Put the harness and its settings (the report's key among them) in the sandbox.
@@ -169,13 +325,15 @@ class _Sandbox:
                 upload = partial(
                     client.upload_file, container, f"{HARNESS_DIR}/{name}", data, mode=0o644
                 )
-                bounded(upload, self.deadlines.call, f"uploading the harness's {name}")
+                retried(
+                    upload, self.deadlines.call, f"uploading the harness's {name}", stop=self.stop
+                )
 
     def report(self) -> str:
         """What the harness wrote to its report; empty when there is none to read."""
         client, container = self.instance.client, uuid.UUID(self.sandbox_id)
         try:
-            content = bounded(
+            content = retried(
                 partial(client.download_file, container, f"{HARNESS_DIR}/report"),
                 self.deadlines.call,
                 "reading the harness's report",
@@ -199,20 +357,31 @@ class _Sandbox:
             command = ["python", "-I", "-B", f"{HARNESS_DIR}/main.py", "--setup-file"]
             command.append(f"{HARNESS_DIR}/setup.json")
         with self._translated(f"starting the test in sandbox {self.sandbox_id}"):
+            # Not retried by the agent: a second start would run the test twice (the SDK
+            # retries it only where it knows the first never started).
             process = bounded(
                 lambda: manager.exec(*command, cwd=WORKDIR),
                 self.deadlines.call,
                 "starting the test",
+                self.stop,
             )
         timed_out = False
         response = None
         with self._translated(f"running the test in sandbox {self.sandbox_id}"):
             try:
                 response = bounded(
-                    lambda: process.result(timeout), timeout + self.deadlines.call, "the test"
+                    lambda: process.result(timeout),
+                    timeout + self.deadlines.call,
+                    "the test",
+                    self.stop,
                 )
             except SandboxProcessTimeoutError:
                 timed_out = True
+            except Stopped:
+                # As far as it got: what it printed, then the sandbox is terminated.
+                so_far = BoundedOutput(job.limits.max_output_bytes)
+                so_far.feed(self._output_so_far(process, STOPPED_OUTPUT_SECONDS))
+                return self.stopped(started, so_far.text())
         output = BoundedOutput(job.limits.max_output_bytes)
         if response is not None:
             output.feed(response.stdout.encode("utf-8", errors="replace"))
@@ -240,12 +409,12 @@ class _Sandbox:
             report=report,
         )
 
-    def _output_so_far(self, process: Any) -> bytes:
+    def _output_so_far(self, process: Any, seconds: float = 10.0) -> bytes:
         """What a test stopped at its timeout had printed, if the control plane still says."""
         try:
             text = bounded(
                 lambda: process.stdout.read() + process.stderr.read(),
-                min(10.0, self.deadlines.call),
+                min(seconds, self.deadlines.call),
                 "reading the output",
             )
         except Exception:
@@ -253,28 +422,70 @@ class _Sandbox:
         return str(text).encode("utf-8", errors="replace")
 
     def terminate(self) -> None:
-        """Stop the sandbox, whatever state the run left it in; never raises."""
-        if self.instance is None and self.pending:
-            response = self.pending[0]
-            self.instance = _late_instance(self.definition, response)
-        if self.instance is None:
-            return
+        """Stop the sandbox, whatever state the run left it in, and forget it once stopped;
+        never raises (a sandbox that could not be stopped stays in the ledger)."""
+        self._wait_for_creates()
+        made = [self.instance] if self.instance is not None else []
+        known = {str(self.instance.container_id)} if self.instance is not None else set()
+        for response in self.pending:  # answers that came after the agent stopped waiting
+            if str(response.id) not in known:
+                known.add(str(response.id))
+                made.append(_late_instance(self.definition, response))
+        if self.instance is None and made:
+            self.instance = made[0]
+        stopped = all([self._terminate(instance) for instance in made])
+        if self.entry is not None and stopped and (made or not self.maybe_created):
+            self.ledger.forget(self.run_id)
+
+    def _wait_for_creates(self) -> None:
+        """Let a create still in flight answer (within the call deadline), so that the
+        sandbox it makes is stopped now rather than left to the next run."""
+        deadline = time.monotonic() + self.deadlines.call
+        for settled in list(self.flights):
+            settled.wait(max(deadline - time.monotonic(), 0))
+
+    def _terminate(self, instance: Any) -> bool:
+        sandbox_id = str(instance.container_id)
         try:
-            bounded(self.instance.terminate, self.deadlines.call, f"stopping {self.sandbox_id}")
+            retried(instance.terminate, self.deadlines.call, f"stopping {sandbox_id}")
         except BaseException as error:
+            if _gone(error):
+                return True
             import warnings
 
             from sandboxed_coding_agent.core.errors import AgentWarning
 
             warnings.warn(
-                f"sandbox {self.sandbox_id} could not be stopped ({type(error).__name__}: "
+                f"sandbox {sandbox_id} could not be stopped ({type(error).__name__}: "
                 f"{error}); LazyCloud stops it once idle, or stop it with "
-                "`agent lazycloud sandboxes` and the LazyCloud console",
+                f"`agent lazycloud sandboxes stop {sandbox_id}`",
                 AgentWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
             if isinstance(error, KeyboardInterrupt):
                 raise
+            return False
+        return True
+
+
+@attrs.frozen
+class _Made:
+    """A sandbox found again after its create's answer was lost."""
+
+    id: str
+    release_id: str
+
+
+def _gone(error: BaseException) -> bool:
+    """Whether a stop failed because the control plane no longer knows the sandbox."""
+    from lazycloud.clients.api import ApiError
+
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ApiError):
+            return seen.status_code == 404
+        seen = seen.__cause__
+    return False
 
 
 def _late_instance(definition: Any, response: Any) -> Any:

@@ -8,13 +8,21 @@ sandbox listing that fails is a sandbox error (exit 5).
 
 from __future__ import annotations
 
+import os
 import tempfile
+import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sandboxed_coding_agent.core.errors import ConfigurationError, ProviderError, SandboxError
+from sandboxed_coding_agent.core.errors import (
+    ConfigurationError,
+    ProviderError,
+    SandboxError,
+    UsageError,
+)
 from sandboxed_coding_agent.core.provider import (
     API_VERSION_ENV,
     AUTH_HEADER_ENV,
@@ -24,6 +32,10 @@ from sandboxed_coding_agent.core.provider import (
 
 from .names import APP_SLUG, FUNCTION_NAME, SANDBOX_NAME
 from .remote import Deadlines, bounded, endpoint_in_use, translated
+
+#: A running sandbox the ledger does not know is stale after this long: longer than any
+#: run of the agent takes (an image build, a test at a long timeout, the calls).
+STALE_AGE_SECONDS = 2 * 3600
 
 
 def configure(environ: Mapping[str, str], deadlines: Deadlines) -> list[str]:
@@ -150,26 +162,105 @@ def status(deadlines: Deadlines) -> dict[str, Any]:
     }
 
 
-def sandboxes(deadlines: Deadlines, limit: int) -> list[dict[str, Any]]:
-    """The recent sandboxes of ``test-patch``, newest first."""
-    from .app import test_patch_sandbox
+def sandboxes(
+    deadlines: Deadlines, limit: int, environ: Mapping[str, str] = os.environ
+) -> list[dict[str, Any]]:
+    """The recent sandboxes of ``test-patch``, newest first, each with what the ledger says
+    of it (the agent process that started it, whether it is alive) and whether it is stale;
+    then the ledger's creates whose sandbox is not known yet."""
+    from .ledger import Ledger
+    from .sandboxes import Where, running_rows
 
+    ledger = Ledger.of(environ)
     with translated(SandboxError, f"listing the sandboxes of {SANDBOX_NAME}"):
-        rows = bounded(
-            lambda: test_patch_sandbox(None).list(app_id=APP_SLUG, limit=limit),
-            deadlines.call,
-            "listing the sandboxes",
+        where = Where.current()
+        rows = running_rows(where, deadlines, limit)
+    entries = [entry for entry in ledger.entries() if where.holds(entry)]
+    noted = {entry.sandbox_id: entry for entry in entries if entry.sandbox_id is not None}
+    now = time.time()
+    listed = []
+    for row in rows:
+        status = str(getattr(row.status, "value", row.status))
+        entry = noted.get(str(row.id))
+        running = row.stopped_at is None and status not in ("stopped", "failed")
+        if entry is not None:
+            stale = running and entry.stale(now)
+        else:
+            stale = running and now - row.created_at.timestamp() > STALE_AGE_SECONDS
+        listed.append(
+            {
+                "sandbox_id": str(row.id),
+                "status": status,
+                "created_at": row.created_at.isoformat(),
+                "stopped_at": row.stopped_at.isoformat() if row.stopped_at else None,
+                "agent_pid": entry.pid if entry else None,
+                "agent_alive": entry.agent_alive() if entry else None,
+                "stale": stale,
+            }
         )
-    return [
-        {
-            "sandbox_id": str(row.id),
-            "status": str(getattr(row.status, "value", row.status)),
-            "created_at": row.created_at.isoformat(),
-            "stopped_at": row.stopped_at.isoformat() if row.stopped_at else None,
-        }
-        for row in rows
-        if row.name == SANDBOX_NAME
-    ]
+    for entry in entries:
+        if entry.sandbox_id is None:
+            listed.append(
+                {
+                    "sandbox_id": None,
+                    "status": "creating",
+                    "created_at": datetime.fromtimestamp(entry.created_at, UTC).isoformat(),
+                    "stopped_at": None,
+                    "agent_pid": entry.pid,
+                    "agent_alive": entry.agent_alive(),
+                    "stale": entry.stale(now),
+                }
+            )
+    return listed
+
+
+def stop_sandboxes(
+    deadlines: Deadlines,
+    sandbox_id: str | None,
+    *,
+    every: bool = False,
+    stale: bool = False,
+    environ: Mapping[str, str] = os.environ,
+) -> list[dict[str, Any]]:
+    """Stop one sandbox of the workspace, every running one of ``test-patch``, or the stale
+    ones (the ledger's whose agent is gone or whose run is long over, and those not in the
+    ledger that have run longer than any run of the agent); what was stopped.
+
+    :raises UsageError: ``sandbox_id`` is not a sandbox ID (a UUID).
+    """
+    from .ledger import Ledger, sandbox_id_shape
+    from .sandboxes import Where, running_rows, stop_entries, stop_sandbox
+
+    ledger = Ledger.of(environ)
+    if sandbox_id is not None:
+        try:
+            sandbox_id = sandbox_id_shape(sandbox_id.strip().lower())
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+    done: list[dict[str, Any]] = []
+    with translated(SandboxError, "stopping sandboxes", sandbox_id=sandbox_id):
+        where = Where.current()
+        if sandbox_id is not None:
+            stopped = stop_sandbox(where, sandbox_id, deadlines)
+            for entry in ledger.entries():
+                if entry.sandbox_id == sandbox_id:
+                    ledger.forget(entry.run_id)
+            return [{"sandbox_id": sandbox_id, "stopped": stopped}]
+        now = time.time()
+        for item in stop_entries(ledger, deadlines, lambda entry: every or entry.stale(now)):
+            done += [{"sandbox_id": each, "stopped": True} for each in item.sandbox_ids]
+        seen = {row["sandbox_id"] for row in done}
+        for row in running_rows(where, deadlines):
+            if row.stopped_at is not None or str(row.id) in seen:
+                continue
+            status = str(getattr(row.status, "value", row.status))
+            if status in ("stopped", "failed"):
+                continue
+            old = now - row.created_at.timestamp() > STALE_AGE_SECONDS
+            if every or (stale and old):
+                stopped = stop_sandbox(where, str(row.id), deadlines)
+                done.append({"sandbox_id": str(row.id), "stopped": stopped})
+    return done
 
 
 def cleanup_plan(deadlines: Deadlines) -> dict[str, Any]:
