@@ -101,6 +101,10 @@ def test_report_shows_pass_rate_rows_and_escaped_details_with_nothing_remote(
     assert not {"img", "link", "iframe", "object", "embed"} & {name for name, _ in parsed.tags}
     assert not [attrs for _, attrs in parsed.tags if {"src", "href"} & set(attrs)]
     assert parsed.policy()["default-src"] == "'none'"
+    # Without the script every task is listed, its details openable, the filters hidden.
+    assert not [a for tag, a in parsed.tags if tag == "tbody" and "hidden" in a]
+    assert ("div", {"id": "controls", "hidden": None}) in parsed.tags
+    assert page.count("<details><summary>details of ") == 2
     assert json.loads(out.read_text("utf-8").splitlines()[0])["id"] == "good"
 
 

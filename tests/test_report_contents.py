@@ -308,6 +308,29 @@ def test_report_shows_hostile_text_as_text_and_bounds_what_a_task_shows(
     assert "characters of results text were left out of this page" in page
 
 
+def test_report_bounds_the_names_and_attempts_a_hand_made_line_may_hold(
+    run_agent: RunAgent, tmp_path: Path
+) -> None:
+    attempts = [{"number": n, "verdict": "failed"} for n in range(1, 5_001)]
+    attempts[0]["changed_files"] = ["f.py"] * 50_000
+    results = tmp_path / "results.jsonl"
+    results.write_text(
+        a_result(
+            "i" * 100_000, seed="s" * 100_000, model="m" * 100_000, result=a_run(attempts=attempts)
+        )
+        + "\n",
+        "utf-8",
+    )
+
+    page = report(run_agent, tmp_path, results)
+
+    assert len(page) < 2_000_000
+    assert "i" * 299 + "\u2026" in page
+    assert "i" * 301 not in page
+    assert page.count('<details class="attempt" open>') == 200
+    assert "4,800 more attempts are left out of this page." in page
+
+
 def test_report_of_ten_thousand_tasks_stays_a_page_a_browser_opens(tmp_path: Path) -> None:
     from sandboxed_coding_agent.core.batch import parse_results
     from sandboxed_coding_agent.core.report import PAGE_TEXT_CHARS, ResultsSource, render_report

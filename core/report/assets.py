@@ -98,7 +98,7 @@ SCRIPT = """
     return raw === "" ? -Infinity : parseFloat(raw);
   }
   function sortBy(key, desc) {
-    var head = table.querySelector("th[data-sort='" + key + "']");
+    var head = heads.filter(function (h) { return h.getAttribute("data-sort") === key; })[0];
     if (key !== "order" && !head) { return; }
     var numeric = key === "order" || head.getAttribute("data-type") === "num";
     var sorted = bodies.slice().sort(function (a, b) {

@@ -3,12 +3,14 @@ every candidate and attempt with its verdict, feedback, coloured diff, tests and
 
 from __future__ import annotations
 
+import attrs
+
 from ..batch_results import TaskResult
 from ..evidence import TestReport
 from ..grading import Grade
 from ..model import Attempt, Candidate, RunResult
-from .rows import Figures, Row
-from .text import TextBlocks, text
+from .rows import NAME_CHARS, Figures, Row
+from .text import TextBlocks, cut, text
 
 
 def task_details(row: Row, figures: Figures, blocks: TextBlocks) -> str:
@@ -73,16 +75,42 @@ def _attempts(run: RunResult | None) -> list[Attempt]:
     return [a for c in run.candidates for a in c.attempts] or list(run.attempts)
 
 
+#: The most attempts a task shows (a run makes at most 16 candidates of 10 attempts; a
+#: hand-made line may hold any number).
+SHOWN_ATTEMPTS = 200
+
+
 def _run(run: RunResult, blocks: TextBlocks) -> str:
     if run.candidates:
-        return "\n".join(_candidate(run, c, blocks) for c in run.candidates)
+        shown = _first_attempts(run.candidates)
+        left = sum(len(c.attempts) for c in run.candidates) - sum(len(c.attempts) for c in shown)
+        parts = [_candidate(run, c, blocks) for c in shown]
+        return "\n".join(parts + [_more_attempts(left)] * bool(left))
     if run.attempts:
-        return "\n".join(_attempt(a, len(run.attempts), blocks) for a in run.attempts)
+        shown_attempts = run.attempts[:SHOWN_ATTEMPTS]
+        left = len(run.attempts) - len(shown_attempts)
+        parts = [_attempt(a, len(run.attempts), blocks) for a in shown_attempts]
+        return "\n".join(parts + [_more_attempts(left)] * bool(left))
     # A line written before attempts were recorded: the run's one test.
     parts = [_diff(run.diff, blocks)]
     parts.append(_tests(run.test_report, run.grade, blocks))
     parts.append(_output(run.test_output, run.test_output_truncated, blocks))
     return "\n".join(p for p in parts if p)
+
+
+def _first_attempts(candidates: tuple[Candidate, ...]) -> list[Candidate]:
+    shown: list[Candidate] = []
+    room = SHOWN_ATTEMPTS
+    for candidate in candidates:
+        if room <= 0:
+            break
+        shown.append(attrs.evolve(candidate, attempts=candidate.attempts[:room]))
+        room -= len(shown[-1].attempts)
+    return shown
+
+
+def _more_attempts(left: int) -> str:
+    return f'<p class="muted">{left:,} more attempts are left out of this page.</p>'
 
 
 def _candidate(run: RunResult, candidate: Candidate, blocks: TextBlocks) -> str:
@@ -115,7 +143,8 @@ def _attempt(attempt: Attempt, of: int, blocks: TextBlocks) -> str:
         said.append(f"limit hit: {text(attempt.limit_hit)}")
     parts: list[str] = []
     if attempt.changed_files:
-        parts.append(f"<div>changes {text(', '.join(attempt.changed_files))}</div>")
+        changed, _ = cut(", ".join(attempt.changed_files), NAME_CHARS * 3, "head", "")
+        parts.append(f"<div>changes {text(changed)}</div>")
     if attempt.rejections:
         fed = " (the feedback the next attempt got)" if attempt.number < of else ""
         listed = "\n".join(r.describe() for r in attempt.rejections)

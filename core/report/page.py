@@ -14,6 +14,7 @@ from ..grading import RESOLUTIONS
 from .assets import CSS, SCRIPT, content_security_policy
 from .details import task_details
 from .rows import (
+    NAME_CHARS,
     Figures,
     ResultsSource,
     Row,
@@ -22,9 +23,10 @@ from .rows import (
     grouped,
     merged,
     missing_lines,
+    short,
     total,
 )
-from .text import TextBlocks, attr, text
+from .text import TextBlocks, attr, cut, text
 
 #: How many characters of results text (prompts, diffs, outputs) the page shows in all,
 #: how many each task may show whatever the number of tasks (and at most), and how many
@@ -303,10 +305,10 @@ def _environment(sources: Sequence[ResultsSource], rows: Sequence[Row], written:
             continue
         of = f" ({count:,} tasks)" if len(environments) > 1 else ""
         facts += [
-            (f"agent version{of}", env.agent_version),
-            ("Python", env.python),
-            ("host", env.host),
-            ("command line", shlex.join(env.command_line)),
+            (f"agent version{of}", short(env.agent_version)),
+            ("Python", short(env.python)),
+            ("host", short(env.host)),
+            ("command line", cut(shlex.join(env.command_line), NAME_CHARS * 10, "head", "")[0]),
         ]
     facts.append(("report written", f"{written} by agent {__version__}"))
     shown = "".join(f"<dt>{text(name)}</dt><dd>{text(value)}</dd>" for name, value in facts)

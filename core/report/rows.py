@@ -45,7 +45,9 @@ def merged(sources: Sequence[ResultsSource]) -> list[Row]:
     order of the files): in each file the last line of a task counts (a task a budget
     stopped has a line before the one of its resumed run), and an ID that several files
     hold is named with its file's label, so that no two rows share a name."""
-    found = [(source.label, latest(source.results)) for source in sources]
+    found = [
+        (source.label, [bounded(result) for result in latest(source.results)]) for source in sources
+    ]
     files_holding = Counter(result.id for _, results in found for result in results)
     rows = [
         (result.line, result.id, index, Row(_key(label, result.id, files_holding), label, result))
@@ -54,6 +56,36 @@ def merged(sources: Sequence[ResultsSource]) -> list[Row]:
     ]
     rows.sort(key=lambda entry: entry[:3])
     return [row for *_, row in rows]
+
+
+#: The most characters of a name (an ID, a seed, a model...) the page shows: a hand-made
+#: results line may hold any length.
+NAME_CHARS = 300
+
+
+def short(name: str) -> str:
+    return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "\u2026"
+
+
+def bounded(result: TaskResult) -> TaskResult:
+    """``result`` with its names no longer than :data:`NAME_CHARS`."""
+    names = (result.id, result.seed, result.planner, result.runner, result.model)
+    if all(len(name) <= NAME_CHARS for name in (*names, result.run_id, result.started_at) if name):
+        return result
+
+    def cut(name: str | None) -> str | None:
+        return None if name is None else short(name)
+
+    return attrs.evolve(
+        result,
+        id=short(result.id),
+        seed=short(result.seed),
+        planner=cut(result.planner),
+        runner=cut(result.runner),
+        model=cut(result.model),
+        run_id=cut(result.run_id),
+        started_at=cut(result.started_at),
+    )
 
 
 def _key(label: str, task_id: str, files_holding: Counter[str]) -> str:
