@@ -128,6 +128,7 @@ def test_the_policy_allows_exactly_the_pages_own_script_and_style_by_hash(
     # Long lines wrap at spaces, and break a word only when it is wider than the page.
     assert "white-space: pre-wrap; overflow-wrap: anywhere;" in style
     assert "break-all" not in style
+    assert "@media (prefers-color-scheme: dark)" in style
 
 
 def test_report_of_a_missing_file_is_a_usage_error(run_agent: RunAgent, tmp_path: Path) -> None:

@@ -57,7 +57,12 @@ def test_the_pages_script_runs_in_chromium_and_sorts_and_filters_as_the_address_
     results = tmp_path / "results.jsonl"
     lines = [
         a_result("t1", line=1, status="passed", tokens=10),
-        a_result("t2", line=2, tokens=30, result=a_run(diff=f"-x\n+</script>{PWN}\n")),
+        a_result(
+            "t2",
+            line=2,
+            tokens=30,
+            result=a_run(diff=f"-x\n+</script>{PWN}\n", test_output="the-needle"),
+        ),
         a_result("t3", line=3, tokens=20, prompt=f"</script>{PWN}"),
     ]
     results.write_text("\n".join(lines) + "\n", "utf-8")
@@ -78,3 +83,11 @@ def test_the_pages_script_runs_in_chromium_and_sorts_and_filters_as_the_address_
     assert ["hidden" in b for b in bodies] == [False, False, True]
     assert re.search(r'<th data-sort="tokens"[^>]*aria-sort="descending"', dom)
     assert '<div id="controls">' in dom  # shown once the script runs
+
+    # A search of each task's text, its details included.
+    dom, log = run_chromium(html, "q=THE-NEEDLE")
+    root = re.search(r"<html[^>]*>", dom)
+    assert root is not None
+    assert 'data-shown="1"' in root[0]
+    shown = re.findall(r'<tbody class="task"[^>]*>', dom)
+    assert ["hidden" in b for b in shown] == [True, False, True]

@@ -19,6 +19,7 @@ def report(
         typer.Argument(
             help="Results files written by `agent batch`: shards of one batch, or batches "
             "to compare, reported as one.",
+            metavar="RESULTS...",
             dir_okay=False,
         ),
     ],

@@ -41,7 +41,7 @@ def _facts(row: Row, figures: Figures) -> str:
         ("started", result.started_at),
         ("task time", f"{result.seconds:,.1f} s"),
         ("seed", result.seed),
-        ("planner", result.planner),
+        ("planner", result.planner or (run.planner if run is not None else None)),
         ("runner", result.runner or (run.runner if run is not None else None)),
         ("model asked for", result.model),
         ("model that answered", run.model if run is not None else None),
