@@ -156,7 +156,7 @@ def test_quick_start_page_is_the_readmes_own_text(site: Path) -> None:
     quick_start = page(site, "quick-start")
     for line in (
         "export CODING_AGENT_BASE_URL=http://127.0.0.1:11434/v1",
-        "uv run agent run --seed calculator",
+        "uv run --no-dev agent run --seed calculator --plan examples/plans/calculator-fix.json",
         "uv run pytest",
     ):
         assert line in readme

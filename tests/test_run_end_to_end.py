@@ -193,6 +193,21 @@ def test_plan_file_is_tested_without_any_provider(
     assert provider.requests == []
 
 
+def test_the_quick_starts_shipped_plan_passes_with_no_provider_settings(
+    provider: FakeProvider, run_agent: RunAgent
+) -> None:
+    shipped = Path(__file__).parent.parent / "examples" / "plans" / "calculator-fix.json"
+    names = ("CODING_AGENT_BASE_URL", "CODING_AGENT_MODEL", "CODING_AGENT_API_KEY")
+    no_provider = dict.fromkeys(names, "")
+
+    run = run_agent("run", "--seed", "calculator", "--plan", str(shipped), env=no_provider)
+
+    assert run.returncode == 0, run.stderr
+    assert "tests passed" in run.stdout
+    assert "+    return left + right" in run.stdout
+    assert provider.requests == []
+
+
 def test_plan_file_still_goes_through_every_policy(
     run_agent: RunAgent, write_plan: Callable[..., Path]
 ) -> None:
