@@ -526,3 +526,16 @@ def test_a_setuid_system_bwrap_is_not_used(shared: Path, monkeypatch: pytest.Mon
 
     with pytest.raises(SandboxError, match="is setuid or setgid: it would build the sandbox"):
         LocalSandbox().run_test(calculator_job())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root caller's sandbox changes user")
+def test_a_root_callers_probe_runs_as_the_sandboxs_user_whom_the_restrictions_bind(
+    shared: Path,
+) -> None:
+    telling = standin(shared / "who", "bwrap", "id -u >&2; exit 1")
+
+    said = attempt(telling, ["--unshare-user"])
+
+    assert said is not None
+    assert said.isdigit()
+    assert int(said) != 0

@@ -319,20 +319,25 @@ def attempt(
             if not chunk:
                 break
             said += chunk[: max(0, SAID_BYTES - len(said))]
-        else:
-            return f"no answer within {timeout:g} s"
-        try:
-            code = process.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            return f"no answer within {timeout:g} s"
+        while not _exited(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        answered = _exited(process.pid)
     finally:
+        # Killed before it is reaped, so that its PID and group cannot be another's yet.
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)  # unreaped until below: still its group
-        process.wait()
+            os.killpg(process.pid, signal.SIGKILL)
+        code = process.wait()
         process.stderr.close()
+    if not answered:
+        return f"no answer within {timeout:g} s"
     if code == 0:
         return None
     return said.decode(errors="replace").strip() or f"exit status {code}"
+
+
+def _exited(pid: int) -> bool:
+    """Whether the child ``pid`` has exited, leaving it unreaped."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
 @functools.cache
