@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from typing import Any
 
 import pytest
 from conftest import AGENT
@@ -52,3 +53,29 @@ def test_version_names_the_installed_distribution_and_python() -> None:
     python = ".".join(map(str, sys.version_info[:3]))
     expected = f"sandboxed-coding-agent {version('sandboxed-coding-agent')} (Python {python})\n"
     assert done.stdout == expected
+
+
+def test_every_usage_line_names_its_arguments_in_one_style() -> None:
+    """`{TASKS}`, `{RUN_ID|FILE}`, `[PROMPT]`: upper case, never a parameter's own name."""
+    import typer
+
+    from sandboxed_coding_agent.core.cli import app
+
+    def usages(command: Any, path: str) -> list[str]:
+        # typer may bring its own click: the command's own Context, groups told by shape.
+        context = command.context_class(command, info_name=path)
+        if hasattr(command, "list_commands"):  # a group: its commands load when asked for
+            found: list[str] = []
+            for name in command.list_commands(context):
+                sub = command.get_command(context, name)
+                assert sub is not None, name
+                found += usages(sub, f"{path} {name}")
+            return found
+        return [f"{path} {' '.join(command.collect_usage_pieces(context))}"]
+
+    lines = usages(typer.main.get_command(app), "agent")
+
+    assert len(lines) > 15
+    for line in lines:
+        arguments = line.split("[OPTIONS]", 1)[-1]
+        assert arguments == arguments.upper(), line

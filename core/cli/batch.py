@@ -43,6 +43,7 @@ def batch(
     tasks: Annotated[
         Path,
         typer.Argument(
+            metavar="TASKS",
             help="Tasks file: one JSON object per line, each with a seed and optionally an id, "
             "prompt, attempts, candidates, planner, runner and model.",
             dir_okay=False,

@@ -108,7 +108,10 @@ def seeds_list(as_json: JsonOption = False, debug: DebugOption = False) -> None:
 
 @app.command("show")
 def seeds_show(
-    name: Annotated[str, typer.Argument(help="A seed name, or a folder with a seed.toml.")],
+    name: Annotated[
+        str,
+        typer.Argument(metavar="NAME|FOLDER", help="A seed name, or a folder with a seed.toml."),
+    ],
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:

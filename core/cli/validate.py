@@ -22,7 +22,10 @@ from .terminal import echo, load_plugins, print_json, reporting
 def validate(
     plans: Annotated[
         list[Path],
-        typer.Argument(help="Plan files to check: JSON (files, edits or a diff) or a git diff."),
+        typer.Argument(
+            metavar="PLANS...",
+            help="Plan files to check: JSON (files, edits or a diff) or a git diff.",
+        ),
     ],
     seed: SeedOption = "calculator",
     policy: PolicyOption = None,

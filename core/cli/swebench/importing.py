@@ -22,7 +22,11 @@ from .shared import (
 def import_tasks(
     tasks: Annotated[
         Path,
-        typer.Argument(help="SWE-bench task instances, one JSON object per line.", dir_okay=False),
+        typer.Argument(
+            metavar="TASKS",
+            help="SWE-bench task instances, one JSON object per line.",
+            dir_okay=False,
+        ),
     ],
     repos: ReposOption,
     out: Annotated[

@@ -15,7 +15,10 @@ from .shared import refuse_same_file
 
 def predictions(
     results: Annotated[
-        Path, typer.Argument(help="A results file written by `agent batch`.", dir_okay=False)
+        Path,
+        typer.Argument(
+            metavar="RESULTS", help="A results file written by `agent batch`.", dir_okay=False
+        ),
     ],
     model_name: Annotated[
         str,
