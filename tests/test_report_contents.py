@@ -10,6 +10,7 @@ import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from conftest import API_KEY, FIXED_CALCULATOR, AgentRun, FakeProvider
 from test_models import answer_by_model, write_tasks
@@ -204,6 +205,43 @@ def test_report_gives_the_environment_and_the_batch_time_of_a_real_batch(
     assert "1 line of the tasks file before the last one with a result has no result" in notes
     assert "tasks not run yet): 2." in notes
     assert "agent batch names each on its standard error" in notes
+
+
+def test_report_shows_every_candidate_the_chosen_one_and_those_stopped(
+    run_agent: RunAgent, tmp_path: Path
+) -> None:
+    def attempt(number: int, verdict: str, marker: str) -> dict[str, Any]:
+        return {"number": number, "verdict": verdict, "diff": f"+{marker}\n"}
+
+    candidates = [
+        {"number": 1, "attempts": [attempt(1, "failed", "C1A1"), attempt(2, "failed", "C1A2")]},
+        {"number": 2, "attempts": [attempt(1, "passed", "C2A1")]},
+        {"number": 3, "attempts": [attempt(1, "stopped", "C3A1")], "stopped": True},
+    ]
+    env = {"agent_version": "0", "python": "3", "host": "h", "command_line": ["--key", "s3cret"]}
+    results = tmp_path / "results.jsonl"
+    results.write_text(
+        a_result(
+            "k",
+            status="passed",
+            env=env,
+            result=a_run(candidates=candidates, chosen_candidate=2, tests_passed=True),
+        )
+        + "\n",
+        "utf-8",
+    )
+
+    page = report(run_agent, tmp_path, results)
+
+    body = task_bodies(page)["k"]
+    assert "<h4>candidate 1</h4>" in body
+    assert "<h4>candidate 2 (chosen, passed)</h4>" in body
+    assert "<h4>candidate 3 (stopped)</h4>" in body
+    markers = re.findall(r'<span class="add">\+(C\dA\d)</span>', body)
+    assert markers == ["C1A1", "C1A2", "C2A1", "C3A1"]
+    assert '<span class="status s-stopped">stopped</span>' in body
+    assert re.search(r"<td[^>]*>4</td>", body)  # attempts of every candidate
+    assert "s3cret" not in page  # a hand-made line's command line is scrubbed again
 
 
 def test_report_of_old_lines_without_time_or_environment_says_so(

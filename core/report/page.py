@@ -8,7 +8,7 @@ import shlex
 from collections.abc import Callable, Sequence
 
 from .. import __version__
-from ..batch_environment import BatchEnvironment
+from ..batch_environment import BatchEnvironment, scrub_command_line
 from ..batch_results import STATUSES, TaskResult
 from ..grading import RESOLUTIONS
 from .assets import CSS, SCRIPT, content_security_policy
@@ -48,6 +48,7 @@ STATUS_MEANINGS = {
     "internal-error": "a bug of the agent or a plugin",
 }
 DEFAULT = "(default)"
+_WORDS = (NAME_CHARS * 10, "head", "")
 
 
 def render_html(results: Sequence[TaskResult], title: str) -> str:
@@ -308,7 +309,8 @@ def _environment(sources: Sequence[ResultsSource], rows: Sequence[Row], written:
             (f"agent version{of}", short(env.agent_version)),
             ("Python", short(env.python)),
             ("host", short(env.host)),
-            ("command line", cut(shlex.join(env.command_line), NAME_CHARS * 10, "head", "")[0]),
+            # Scrubbed again: a hand-made line may hold what agent batch would have left out.
+            ("command line", cut(shlex.join(scrub_command_line(env.command_line)), *_WORDS)[0]),
         ]
     facts.append(("report written", f"{written} by agent {__version__}"))
     shown = "".join(f"<dt>{text(name)}</dt><dd>{text(value)}</dd>" for name, value in facts)
