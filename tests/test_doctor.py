@@ -144,7 +144,9 @@ def test_doctor_fails_where_namespaces_cannot_be_created(agent_env: dict[str, st
     findings = findings_of(done.stdout)
     user = findings["namespace user"]
     assert user["ok"] is False
-    assert user["fix"]
+    # The sandbox's own refusal, as bwrap says it, and what it means.
+    assert "(ENOSPC); no more user namespaces may be made here" in user["detail"], user
+    assert user["fix"].startswith("run the agent outside that sandbox")
     assert "sandbox" not in findings  # not tried: it could not work
     assert "Traceback" not in done.stderr
 

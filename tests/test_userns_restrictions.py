@@ -173,6 +173,19 @@ def test_a_sysctl_that_switches_namespaces_off_is_named_with_its_setting(
     assert userns.user_namespaces_problem(machine(tmp_path, **settings)) is not None
 
 
+def test_a_sandbox_that_forbids_nesting_is_told_apart_from_a_container(tmp_path: Path) -> None:
+    (tmp_path / ".dockerenv").touch()
+    said = (
+        "bwrap: Creating new namespace failed: nesting depth or "
+        "/proc/sys/user/max_*_namespaces exceeded (ENOSPC)"
+    )
+
+    found = diagnose("bwrap", said, Machine(tmp_path))
+
+    assert "forbids nesting them" in found.cause
+    assert "run the agent outside that sandbox" in found.fix
+
+
 def test_a_container_refusing_unshare_is_told_the_docker_options(tmp_path: Path) -> None:
     (tmp_path / ".dockerenv").touch()
 
@@ -500,7 +513,8 @@ def test_where_the_system_bwrap_is_refused_too_the_error_says_both(
         LocalSandbox().run_test(calculator_job())
 
     assert f"bwrap ({bundled}) may not create user namespaces" in raised.value.message
-    assert f"(tried instead: {system} is refused too: {UID_MAP_DENIED!r})" in raised.value.message
+    tried = f"(tried instead: {system} could not create them either: {UID_MAP_DENIED!r})"
+    assert tried in raised.value.message
     assert raised.value.sandbox_id is not None
 
 
@@ -539,3 +553,33 @@ def test_a_root_callers_probe_runs_as_the_sandboxs_user_whom_the_restrictions_bi
     assert said is not None
     assert said.isdigit()
     assert int(said) != 0
+
+
+def test_a_bwrap_flooding_its_error_output_still_ends_in_one_short_sandbox_error(
+    run_agent: RunAgent, write_plan: Callable[..., Path], shared: Path
+) -> None:
+    flooding = standin(
+        shared / "flood",
+        "bwrap",
+        "head -c 10485760 /dev/zero | tr '\\0' x >&2; "
+        f"echo {json.dumps(UID_MAP_DENIED)} >&2; exit 1",
+    )
+    plan = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
+
+    run = run_agent(
+        "run", "--seed", "calculator", "--plan", str(plan), env={ENVIRONMENT: str(flooding)}
+    )
+
+    assert run.returncode == 5, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr
+    assert "sandbox error: the sandbox could not be created: " in run.stderr
+    assert len(run.stderr) < 5000
+
+
+def test_an_error_quotes_only_the_last_line_of_what_bwrap_said_within_bounds() -> None:
+    said = "x" * 10_000 + "\n" + UID_MAP_DENIED
+    message = diagnose("bwrap", said).message("bwrap", said)
+
+    assert f": {UID_MAP_DENIED!r}" in message
+    assert "xxx" not in message
+    assert len(userns.shown("y" * 10_000)) == userns.SHOWN_CHARACTERS + 3

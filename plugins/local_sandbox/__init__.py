@@ -326,7 +326,7 @@ class LocalSandbox:
             detail = finished.output.text().strip() or f"bwrap exited with {finished.returncode}"
             if refused(detail):
                 raise _Refused(detail)
-            raise SandboxError(f"the sandbox could not be created: {detail}")
+            raise SandboxError(f"the sandbox could not be created: {detail[-2000:]}")
         output = finished.output.text()
         return SandboxOutcome(
             runner=self.name,

@@ -35,6 +35,7 @@ from .userns import (
     diagnose,
     fall_back,
     refused,
+    shown,
 )
 
 NAMESPACES = {
@@ -162,7 +163,7 @@ def _bwrap_findings() -> Iterator[Finding]:
         yield Finding(
             item,
             ok=False,
-            detail=f"bwrap {' '.join(flags)} failed: {problem}; {diagnosis.cause}",
+            detail=f"bwrap {' '.join(flags)} failed: {shown(problem)}; {diagnosis.cause}",
             fix=f"as for {fixed[diagnosis.fix]}" if diagnosis.fix in fixed else diagnosis.fix,
         )
         fixed.setdefault(diagnosis.fix, item)

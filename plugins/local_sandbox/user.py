@@ -154,7 +154,7 @@ def _uids_in_use() -> set[int]:
     return found
 
 
-def _mapped(kind: str, low: int, high: int) -> bool:
+def mapped(kind: str, low: int, high: int) -> bool:
     """Whether this process's user namespace maps every id from ``low`` to ``high``."""
     try:
         lines = Path(f"/proc/self/{kind}").read_text().splitlines()
@@ -184,7 +184,7 @@ def fresh_user() -> SandboxUser:
     map that range (a container that maps only a few uids), ``nobody``.
     """
     low, high = FRESH_RANGE
-    if not (_mapped("uid_map", low, high) and _mapped("gid_map", low, high)):
+    if not (mapped("uid_map", low, high) and mapped("gid_map", low, high)):
         return SandboxUser(NOBODY, NOBODY, _user_name(NOBODY))
     in_use = _uids_in_use()
     while True:

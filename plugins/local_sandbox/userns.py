@@ -45,7 +45,7 @@ import attrs
 from sandboxed_coding_agent.core.errors import ConfigurationError, SandboxError
 
 from .start import SYSTEM_PATH, closed_ancestor
-from .user import SandboxUser, sandbox_user
+from .user import SandboxUser, mapped, sandbox_user
 
 ENVIRONMENT = "SANDBOXED_CODING_AGENT_BWRAP"
 #: The distribution's bwrap, which its AppArmor profile may allow where the bundled one is not.
@@ -64,6 +64,8 @@ SANDBOX_NAMESPACES = (
 PROBE_SECONDS = 5.0
 #: How much of what a refused bwrap says is kept.
 SAID_BYTES = 4096
+#: How much of it an error message quotes.
+SHOWN_CHARACTERS = 300
 #: What bwrap says when the kernel, a security module or a seccomp filter refuses it a
 #: namespace (bubblewrap 0.4 to 0.11), each followed by its error's text where it has one.
 REFUSALS = (
@@ -122,13 +124,20 @@ class Diagnosis:
     fix: str
 
     def message(self, bwrap: Path | str, said: str, tried: str = "") -> str:
-        words = f": {said.strip()!r}" if said.strip() else ""
+        words = f": {shown(said)!r}" if said.strip() else ""
         instead = f" (tried instead: {tried})" if tried else ""
         return (
             f"the sandbox could not be created: bwrap ({bwrap}) may not create user namespaces"
             f"{words}{instead}. "
             f"Cause: {self.cause}. Fix: {self.fix}"
         )
+
+
+def shown(said: str) -> str:
+    """What bwrap said, as an error message quotes it: its last line at most, within bounds."""
+    lines = said.strip().splitlines() or [""]
+    last = lines[-1]
+    return last if len(last) <= SHOWN_CHARACTERS else "..." + last[-SHOWN_CHARACTERS:]
 
 
 def refused(said: str) -> bool:
@@ -170,6 +179,14 @@ def diagnose(bwrap: Path | str, said: str, machine: Machine | None = None) -> Di
         return Diagnosis(
             "this kernel was built without user namespaces",
             "use a kernel with CONFIG_USER_NS, or a remote runner",
+        )
+    if "(ENOSPC)" in said:
+        return Diagnosis(
+            "no more user namespaces may be made here: the agent runs inside a sandbox or "
+            "container that forbids nesting them (bwrap --disable-userns does), or the "
+            "user.max_user_namespaces limit is reached",
+            "run the agent outside that sandbox, or raise the limit "
+            f"(`sudo sysctl user.max_user_namespaces=15000`); {TROUBLESHOOTING}",
         )
     if machine.setting("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
         return Diagnosis(
@@ -281,9 +298,12 @@ def bwrap_executable() -> Path:
 def _drop(user: SandboxUser | None, bwrap: Path | str) -> list[str]:
     """How a probe becomes the user the sandbox will run as: a root caller's sandbox drops to
     its own user before bwrap starts, and the restrictions are those of that user. Where
-    that user cannot reach ``bwrap`` (under ``/root``, say) the probe stays the caller."""
+    that user cannot reach ``bwrap`` (under ``/root``, say), or this user namespace has no
+    such user, the probe stays the caller."""
     if user is None or closed_ancestor(str(bwrap), user.uid, user.gid) is not None:
         return []
+    if not (mapped("uid_map", user.uid, user.uid) and mapped("gid_map", user.gid, user.gid)):
+        return []  # a user namespace of root's own (a sandbox in a sandbox): no other user
     setpriv = shutil.which("setpriv", path=SYSTEM_PATH)
     if setpriv is None:
         return []
@@ -356,7 +376,7 @@ def system_bwrap() -> tuple[Path | None, str]:
         return None, f"{path} {problem}"
     said = _probed(path)
     if said is not None:
-        return None, f"{path} is refused too: {said!r}"
+        return None, f"{path} could not create them either: {shown(said)!r}"
     return path, f"{path} may create them"
 
 
