@@ -140,3 +140,12 @@ def test_exit_code_table_of_the_errors_page_is_the_one_the_cli_uses() -> None:
     for _, kind, raised in rows:
         if kind != "internal":
             assert getattr(errors, raised).kind == kind
+
+
+def test_the_guides_hook_table_lists_every_hook() -> None:
+    from sandboxed_coding_agent.core import hookspecs
+
+    guide = (PROJECT / "docs" / "writing-plugins.md").read_text()
+    listed = set(re.findall(r"^\| `(register_\w+)\(register\)` \|", guide, re.M))
+    hooks = {name for name in dir(hookspecs) if name.startswith("register_")}
+    assert listed == hooks

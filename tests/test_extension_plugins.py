@@ -566,16 +566,19 @@ def test_the_guides_check_it_transcript_is_what_the_commands_print(
             calculator.replace("left - right", "left + right") + "# note\n" * 20,
         ),
     }
+    # The example ships these plans, and they are what their description says.
+    shipped = PROJECT / "examples" / "agent-policy-example"
     for name, (path, content) in plans.items():
-        (tmp_path / name).write_text(json.dumps({"files": [{"path": path, "content": content}]}))
+        plan = json.loads((shipped / "plans" / name).read_text(encoding="utf-8"))
+        assert plan == {"files": [{"path": path, "content": content}]}, name
     commands = guide_transcript("Check it")
     assert len(commands) >= 7
     for argv, status, shown in commands:
         assert argv[0] == "agent"
-        args = [str(tmp_path / a) if a in plans else a for a in argv[1:]]
+        args = [str(shipped / a) if a.startswith("plans/") else a for a in argv[1:]]
         run = agent(*args)
         assert run.returncode == status, (argv, run.stderr)
-        printed = (run.stdout + run.stderr).replace(str(tmp_path) + "/", "").splitlines()
+        printed = (run.stdout + run.stderr).replace(str(shipped) + "/", "").splitlines()
         for line in shown:
             if line == "...":
                 continue
