@@ -91,6 +91,9 @@ def test_report_shows_pass_rate_rows_and_escaped_details_with_nothing_remote(
     bodies = task_bodies(page)
     assert '<span class="status s-passed"' in bodies["good"]
     assert ">provider-error</span>" in bodies["line-2"]
+    # One word for the outcome: the error's details are named as the badge names it.
+    assert "<summary>provider-error</summary>" in bodies["line-2"]
+    assert "(the agent&#x27;s error kind: provider)" in bodies["line-2"]
     assert "&lt;script&gt;alert(" in bodies["good"]
     # Each test the framework reported, with what the verdict rests on.
     assert "unittest reported 1 passed" in page

@@ -41,6 +41,7 @@ th { background: var(--panel); }
 th[data-sort] { cursor: pointer; user-select: none; }
 th[aria-sort=ascending]::after { content: " \\25B2"; }
 th[aria-sort=descending]::after { content: " \\25BC"; }
+table.tasks td:first-child { min-width: 10ch; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.more > td { border-bottom: 2px solid var(--line); padding-top: 0; }
 /* The details take the row's full width, never widen the table: long lines wrap. */

@@ -24,9 +24,9 @@ def task_details(row: Row, figures: Figures, blocks: TextBlocks) -> str:
         said += [f"planner task {error.planner_task_id}"] if error.planner_task_id else []
         said += [f"sandbox {error.sandbox_id}"] if error.sandbox_id else []
         said += [f"rejected: {r.describe()}" for r in error.rejections]
-        parts.append(
-            _block(f"{error.kind} error", blocks.add("\n".join(said), keep="both"), open_=True)
-        )
+        said += [f"(the agent's error kind: {error.kind})"]
+        # Named by the task's status, as its badge, the filter and the counts name it.
+        parts.append(_block(result.status, blocks.add("\n".join(said), keep="both"), open_=True))
     if result.result is not None:
         parts.append(_run(result.result, blocks))
     return '<div class="detail">' + "\n".join(p for p in parts if p) + "</div>"
