@@ -189,11 +189,24 @@ def test_a_sandbox_that_forbids_nesting_is_told_apart_from_a_container(tmp_path:
 def test_a_container_refusing_unshare_is_told_the_docker_options(tmp_path: Path) -> None:
     (tmp_path / ".dockerenv").touch()
 
-    found = diagnose("bwrap", EPERM_ROOT, machine(tmp_path, **{"user/max_user_namespaces": "9"}))
+    # The host's AppArmor setting shows through, but the container refused the namespace first.
+    settings = {"kernel/apparmor_restrict_unprivileged_userns": "1"}
+    found = diagnose("bwrap", EPERM_ROOT, machine(tmp_path, **settings))
 
     assert "Docker container" in found.cause
     assert "--security-opt seccomp=unconfined --security-opt apparmor=unconfined" in found.fix
     assert userns.user_namespaces_problem(Machine(tmp_path)) is None
+
+
+def test_apparmors_restriction_is_named_in_a_container_when_bwrap_says_its_words(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / ".dockerenv").touch()
+    settings = {"kernel/apparmor_restrict_unprivileged_userns": "1"}
+
+    found = diagnose("bwrap", UID_MAP_DENIED, machine(tmp_path, **settings))
+
+    assert "kernel.apparmor_restrict_unprivileged_userns is 1" in found.cause
 
 
 def test_a_kubernetes_container_is_known_by_its_first_process_group(tmp_path: Path) -> None:

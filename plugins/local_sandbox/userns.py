@@ -77,6 +77,10 @@ REFUSALS = (
     "Failed to make / slave",
     "unshare failed",
 )
+APPARMOR_SETTING = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
+#: What bwrap says when AppArmor's restriction gives it a namespace without the rights to set
+#: it up (rather than refusing the namespace itself).
+APPARMOR_REFUSALS = ("setting up uid map", "setting up gid map", "loopback: Failed RTM_NEWADDR")
 APPARMOR_PROFILE = "/etc/apparmor.d/sandboxed-coding-agent-bwrap"
 TROUBLESHOOTING = "see Troubleshooting in the documentation (docs/troubleshooting.md)"
 PERSIST = "(add the setting to a file in /etc/sysctl.d/ to keep it after a reboot)"
@@ -188,7 +192,10 @@ def diagnose(bwrap: Path | str, said: str, machine: Machine | None = None) -> Di
             "run the agent outside that sandbox, or raise the limit "
             f"(`sudo sysctl user.max_user_namespaces=15000`); {TROUBLESHOOTING}",
         )
-    if machine.setting("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+    engine = machine.container()
+    # A container sees the host's AppArmor setting, but its seccomp filter refuses first (EPERM).
+    apparmor = engine is None or any(words in said for words in APPARMOR_REFUSALS)
+    if apparmor and machine.setting(APPARMOR_SETTING) == "1":
         return Diagnosis(
             "AppArmor lets only programs whose profile allows it create user namespaces "
             "(kernel.apparmor_restrict_unprivileged_userns is 1, as on Ubuntu 24.04), and "
@@ -201,7 +208,6 @@ def diagnose(bwrap: Path | str, said: str, machine: Machine | None = None) -> Di
             "program of every user create them again, and so reach the kernel code the "
             f"restriction keeps away from them {PERSIST}; {TROUBLESHOOTING}",
         )
-    engine = machine.container()
     if engine is not None:
         return Diagnosis(
             f"this is a {engine} container, whose seccomp profile refuses unshare and clone "
