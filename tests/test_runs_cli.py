@@ -648,3 +648,19 @@ def test_a_batch_prunes_old_records_too(
     assert "warning" not in done.stderr
     assert not old.exists()
     assert len(list(run_records(tmp_path).iterdir())) == 3
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_prune_leaves_another_users_record_alone(
+    run_agent: RunAgent, planned_run: Callable[..., str], tmp_path: Path
+) -> None:
+    good = planned_run()
+    theirs = copy_record(tmp_path, good, "run-00000000000000a9", 100)
+    os.chown(theirs, 65534, 65534)
+    age(theirs, 100)
+
+    done = run_agent("runs", "prune", "--older-than", "1", env=OFF)
+
+    assert done.returncode == 0, done.stderr
+    assert "deleted 0 run records" in done.stdout
+    assert theirs.is_file()
