@@ -297,7 +297,7 @@ def test_the_command_line_a_result_records_leaves_out_what_looks_like_a_secret()
 
 HOSTILE_DIFF = (
     "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-</script><script>alert(1)</script>\n"
-    '+<img src=x onerror="alert(2)">\u2028\u202eevil\u202c<!-- -->\n'
+    '+<img src=x onerror="alert(2)">\u2028\u202eevil\u202c<!-- -->\r\n+10%\r50%\r\n'
 )
 
 
@@ -339,6 +339,7 @@ def test_report_shows_hostile_text_as_text_and_bounds_what_a_task_shows(
         assert hidden not in page
     assert f"{shown('202E')}evil{shown('202C')}" in page
     assert shown("2028") in page
+    assert "\r" not in page
     # Three million characters of output: the end is shown, and how much was left out.
     assert len(page) < 200_000
     assert "THE-END-OF-THE-OUTPUT" in page

@@ -81,7 +81,7 @@ def render_report(
 <meta http-equiv="Content-Security-Policy" content="{content_security_policy()}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="color-scheme" content="light dark">
-<title>agent batch report: {text(title)}</title>
+<title>agent batch report: {attr(title)}</title>
 <style>{CSS}</style>
 </head>
 <body>

@@ -24,7 +24,9 @@ def _shown(match: re.Match[str]) -> str:
 
 def text(value: str) -> str:
     """``value`` as HTML text."""
-    return _HIDDEN.sub(_shown, escape(value.replace("\r\n", "\n"), quote=True))
+    # A carriage return alone (a progress bar's) ends a line as a newline does.
+    lines = value.replace("\r\n", "\n").replace("\r", "\n")
+    return _HIDDEN.sub(_shown, escape(lines, quote=True))
 
 
 def attr(value: str) -> str:
