@@ -73,7 +73,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "report": (
         "report",
         "report",
-        "Write a batch's results as a self-contained HTML report (no network resources).",
+        "Write batches' results as one self-contained HTML report (no network resources).",
     ),
     "replay": (
         "replay",
