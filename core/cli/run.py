@@ -408,7 +408,7 @@ def _print_summary(result: RunResult) -> None:
         if has_record(result.planner_task_id):
             lines.append(f"record:          agent logs {result.planner_task_id}")
     if result.run_id is not None:
-        lines.append(f"run ID:          {result.run_id} (agent replay / agent diff)")
+        lines.append(f"run ID:          {result.run_id} (agent logs / agent replay / agent diff)")
     if len(result.attempts) > 1:
         lines.append(f"attempts:        {_describe_attempts(result.attempts)}")
     if result.candidates:
