@@ -31,6 +31,7 @@ from .userns import (
     ENVIRONMENT,
     SANDBOX_NAMESPACES,
     attempt,
+    bounded,
     bwrap_executable,
     diagnose,
     fall_back,
@@ -120,13 +121,8 @@ CGROUP_FIX = (
 
 
 def _version(bwrap: Path) -> str:
-    try:
-        done = subprocess.run(
-            [bwrap, "--version"], capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return f"version unknown: {error}"
-    return done.stdout.strip()[:100] or "version unknown"
+    code, said = bounded([str(bwrap), "--version"])
+    return shown(said) if code == 0 and said else "version unknown"
 
 
 def _bwrap_findings() -> Iterator[Finding]:

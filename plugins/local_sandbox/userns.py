@@ -320,26 +320,37 @@ def attempt(
     bwrap: Path | str, flags: Sequence[str], *, timeout: float = PROBE_SECONDS
 ) -> str | None:
     """What ``bwrap`` says when it fails to start ``true`` with ``flags``, ``None`` if it
-    does, as the sandbox's user. Bounded: within ``timeout`` (then killed), and only the
-    first :data:`SAID_BYTES` of what it says are kept."""
+    does, as the sandbox's user (see :func:`bounded`)."""
     argv = [*_drop(sandbox_user(), bwrap), str(bwrap), *flags, "--ro-bind", "/", "/", "--", "true"]
+    code, said = bounded(argv, timeout=timeout)
+    if code == 0:
+        return None
+    if code is None:
+        return f"no answer within {timeout:g} s"
+    return said or f"exit status {code}"
+
+
+def bounded(argv: Sequence[str], *, timeout: float = PROBE_SECONDS) -> tuple[int | None, str]:
+    """Run ``argv`` with an empty environment: its exit status (``None`` if it did not end
+    within ``timeout``, when it and whatever it started are killed) and the first
+    :data:`SAID_BYTES` of its output and error output."""
     try:
         process = subprocess.Popen(
             argv,
             env={},
             cwd="/",
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     except OSError as error:
-        return str(error)
-    assert process.stderr is not None
+        return 127, str(error)
+    assert process.stdout is not None
     said = bytearray()
     deadline = time.monotonic() + timeout
     try:
-        fd = process.stderr.fileno()
+        fd = process.stdout.fileno()
         while (left := deadline - time.monotonic()) > 0 and select.select([fd], [], [], left)[0]:
             chunk = os.read(fd, 1 << 16)
             if not chunk:
@@ -353,12 +364,9 @@ def attempt(
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
         code = process.wait()
-        process.stderr.close()
-    if not answered:
-        return f"no answer within {timeout:g} s"
-    if code == 0:
-        return None
-    return said.decode(errors="replace").strip() or f"exit status {code}"
+        process.stdout.close()
+    text = said.decode(errors="replace").strip()
+    return (code if answered else None), text
 
 
 def _exited(pid: int) -> bool:
