@@ -149,3 +149,18 @@ def test_the_guides_hook_table_lists_every_hook() -> None:
     listed = set(re.findall(r"^\| `(register_\w+)\(register\)` \|", guide, re.M))
     hooks = {name for name in dir(hookspecs) if name.startswith("register_")}
     assert listed == hooks
+
+
+def test_every_page_is_in_the_sites_navigation_and_linked_from_the_readme() -> None:
+    docs = PROJECT / "docs"
+    pages = {
+        str(path.relative_to(docs))
+        for path in docs.rglob("*.md")
+        if not path.relative_to(docs).parts[0].startswith("_")
+    }
+    nav = (PROJECT / "mkdocs.yml").read_text()
+    readme = (PROJECT / "README.md").read_text()
+    assert len(pages) > 15
+    for page in sorted(pages):
+        assert re.search(rf":\s+{re.escape(page)}\s*$", nav, re.M), f"{page} is not in the nav"
+        assert f"(docs/{page}" in readme, f"the README does not link {page}"
