@@ -29,6 +29,7 @@ from lazycloud_standin import (  # noqa: F401 - the fixtures, used by their name
 
 from sandboxed_coding_agent.core import harness
 from sandboxed_coding_agent.core.provider import PROVIDER_SECRET_NAMES
+from sandboxed_coding_agent.core.records import APP_DIR
 from sandboxed_coding_agent.plugins.lazycloud.names import (
     APP_SLUG,
     FUNCTION_NAME,
@@ -651,3 +652,5 @@ def test_ctrl_c_during_the_test_stops_the_sandbox(
     sandbox = only_sandbox(control_plane)
     assert sandbox.stopped
     assert control_plane.live_sandboxes() == []
+    ledger = Path(lazycloud_environment["XDG_STATE_HOME"], APP_DIR, "lazycloud", "sandboxes")
+    assert list(ledger.iterdir()) == []  # noted, and forgotten once stopped

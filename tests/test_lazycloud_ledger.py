@@ -32,7 +32,12 @@ from lazycloud_standin import (  # noqa: F401 - the fixtures, used by their name
 
 from sandboxed_coding_agent.core.model import SandboxJob, SeedRuntime
 from sandboxed_coding_agent.plugins.lazycloud import releases
-from sandboxed_coding_agent.plugins.lazycloud.ledger import Entry, Ledger, ledger_directory
+from sandboxed_coding_agent.plugins.lazycloud.ledger import (
+    Entry,
+    Ledger,
+    ledger_directory,
+    this_process,
+)
 from sandboxed_coding_agent.plugins.lazycloud.runner import LazyCloudRunner
 
 SLOW_CALCULATOR = "import time\ntime.sleep(60)\n\ndef add(left, right):\n    return left + right\n"
@@ -215,6 +220,56 @@ def test_the_stop_command_stops_one_by_id_and_refuses_what_is_not_an_id(
     assert control_plane.live_sandboxes() == []
 
 
+@pytest.mark.parametrize(("made", "rival"), [(1, False), (2, False), (1, True)])
+def test_a_create_in_flight_when_the_agent_was_killed_is_found_by_its_release_and_window(
+    agent: RunAgent,
+    environment: dict[str, str],
+    control_plane: ControlPlane,
+    lazycloud_sdk: ControlPlane,
+    made: int,
+    rival: bool,
+) -> None:
+    from lazycloud import App
+
+    definition = App("sandboxed_coding_agent").sandbox(name="test-patch")
+    release = definition.prepare()
+    earlier = definition.create(stub_id=release).container_id  # before the create was sent
+    time.sleep(6)  # beyond the clock slack
+    sent = time.time()
+    created = [definition.create(stub_id=release).container_id for _ in range(made)]
+    folder = ledger_directory(environment)
+    folder.mkdir(mode=0o700, parents=True)
+    pending = {
+        "format": 1,
+        "run_id": "lazycloud-00000000000a",
+        "pid": 2**22 + 12345,  # gone
+        "pid_start": "1",
+        "created_at": sent,
+        "stale_after": sent + 600,
+        "endpoint": control_plane.endpoint,
+        "workspace": control_plane.workspace,
+        "release_id": release,
+        "sandbox_id": None,
+    }
+    (folder / "lazycloud-00000000000a.json").write_text(json.dumps(pending))
+    if rival:  # a live agent (this test) was creating one of the same release then
+        rival_entry = {**pending, "run_id": "lazycloud-00000000000b", "pid": os.getpid()}
+        rival_entry["pid_start"] = this_process()["pid_start"]
+        (folder / "lazycloud-00000000000b.json").write_text(json.dumps(rival_entry))
+
+    stopped = agent("lazycloud", "sandboxes", "stop", "--stale", "--json")
+
+    assert stopped.returncode == 0, stopped.stderr
+    live = {sandbox.id for sandbox in control_plane.live_sandboxes()}
+    if made == 1 and not rival:  # the one its create made
+        assert live == {earlier}
+    else:  # maybe another agent's: none is stopped
+        assert live == {earlier, *created}
+    assert [entry.run_id for entry in ledger_of(environment).entries()] == (
+        ["lazycloud-00000000000b"] if rival else []
+    )
+
+
 # --------------------------------------------------------------------------- a hostile ledger
 
 
@@ -300,8 +355,6 @@ def test_a_ledger_folder_that_is_a_symlink_starts_no_sandbox(
 
 
 def test_an_entry_of_a_live_agent_is_not_stale_and_a_dead_ones_is(state: dict[str, str]) -> None:
-    from sandboxed_coding_agent.plugins.lazycloud.ledger import this_process
-
     now = time.time()
     mine = Entry(
         run_id="lazycloud-0123456789ab",
@@ -340,6 +393,36 @@ def test_connection_resets_and_503s_are_retried_and_the_task_passes(
     assert all(fault.hits == fault.times for fault in plane.faults)
     assert len(plane.sandboxes) == 1
     assert plane.live_sandboxes() == []
+    assert ledger_of(state).entries() == []
+
+
+def test_eight_tests_at_once_pass_through_resets_and_unavailable_answers(
+    state: dict[str, str], lazycloud_sdk: ControlPlane
+) -> None:
+    plane = lazycloud_sdk
+    plane.reset("POST", r"/images/resolve$", times=3)
+    plane.fail("POST", r"/releases$", status=503, times=2)
+    plane.reset("POST", r"/instances$", times=3)
+    plane.fail("POST", r"/instances$", status=502, times=2, after=True)
+    plane.reset("POST", r"/connect$", times=3)
+    plane.fail("POST", r"/connect$", status=429, times=2)
+    plane.reset("PUT", r"/files/content$", times=4)
+    plane.reset("POST", STOP_PATH, times=3, after=True)
+    runner = LazyCloudRunner(environ=state)
+    outcomes: list[Any] = []
+    threads = [
+        threading.Thread(target=lambda: outcomes.append(runner.run_test(plain_job())))
+        for _ in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+
+    assert [outcome.exit_code for outcome in outcomes] == [0] * 8
+    assert len(plane.sandboxes) == 8
+    assert plane.live_sandboxes() == []
+    assert len(plane.releases) == 1
     assert ledger_of(state).entries() == []
 
 

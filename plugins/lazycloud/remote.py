@@ -184,15 +184,21 @@ def retried(
         except Exception as error:
             if isinstance(error, RemoteTimeout) or not again(error):
                 raise
-            wait = random.uniform(0, pause)  # noqa: S311 - jitter, not a secret
-            if time.monotonic() + wait >= deadline:
+            if time.monotonic() + pause / 2 >= deadline:
                 raise
-            if stop is not None:
-                if stop.wait(wait):
-                    raise Stopped(what) from None
-            else:
-                time.sleep(wait)
-            pause = min(pause * 2, MAX_RETRY_PAUSE)
+            pause = pause_before_retry(pause, stop, what)
+
+
+def pause_before_retry(pause: float, stop: threading.Event | None, what: str) -> float:
+    """Wait a random time below ``pause`` ("full jitter", so that forty sandboxes do not
+    retry in step), or until ``stop`` is set (:class:`Stopped`); the next pause's bound."""
+    wait = random.uniform(0, pause)  # noqa: S311 - jitter, not a secret
+    if stop is not None:
+        if stop.wait(wait):
+            raise Stopped(what)
+    else:
+        time.sleep(wait)
+    return min(pause * 2, MAX_RETRY_PAUSE)
 
 
 def endpoint_in_use() -> str:

@@ -31,12 +31,14 @@ from sandboxed_coding_agent.core.output import BoundedOutput
 from .ledger import Entry, Ledger, this_process
 from .names import SANDBOX_NAME
 from .remote import (
+    FIRST_RETRY_PAUSE,
     Deadlines,
     Stopped,
     bounded,
     endpoint_in_use,
     is_transient,
     never_sent,
+    pause_before_retry,
     retried,
     translated,
 )
@@ -229,6 +231,8 @@ class _Sandbox:
         plane; when it may have, the sandboxes created meanwhile are looked at first."""
         from lazycloud.contracts.api import CreateInstanceRequest
 
+        from .sandboxes import creates
+
         client = self.definition.control_client
         request = CreateInstanceRequest(release_id=uuid.UUID(release))
         deadline = time.monotonic() + self.deadlines.call
@@ -237,7 +241,7 @@ class _Sandbox:
             settled = threading.Event()
             self.flights.append(settled)
             try:
-                response = client.create_instance(request)
+                response = creates.send(lambda: client.create_instance(request))
                 self.pending.append(response)
                 return response
             finally:
@@ -246,6 +250,7 @@ class _Sandbox:
         def left() -> float:
             return max(deadline - time.monotonic(), 0.001)
 
+        pause = FIRST_RETRY_PAUSE
         while True:
             sent = time.time()
             try:
@@ -266,29 +271,40 @@ class _Sandbox:
             # The answer was lost: look before creating again, so that no sandbox is
             # made twice or left unknown.
             self.maybe_created = True
+            creates.settle(left())  # every sibling's create claims its sandbox first
+            if self.pending:  # the answer came after all
+                return self.pending[0]
             made = retried(
                 partial(self._created_since, release, sent),
                 left(),
                 "looking for the sandbox a lost create made",
                 stop=self.stop,
             )
-            if len(made) == 1:
+            claimed = creates.claim(made)
+            if claimed is not None:
                 self.maybe_created = False
-                return _Made(made[0], release)
-            if made:
-                raise SandboxError(
-                    f"creating the {SANDBOX_NAME} sandbox: its answer was lost and "
-                    f"{len(made)} sandboxes of its release were created meanwhile "
-                    f"({', '.join(made)}); none is used (each stops once idle)",
-                    sandbox_id=self.sandbox_id,
-                )
+                return _Made(claimed, release)
             self.maybe_created = False
+            pause = pause_before_retry(pause, self.stop, f"creating {SANDBOX_NAME}")
 
     def _created_since(self, release: str, sent: float) -> list[str]:
-        from .sandboxes import Where, created_meanwhile, known_ids
+        """The sandboxes of ``release`` created since ``sent`` that no one claims.
 
-        where, known = Where.current(), known_ids(self.ledger)
-        return created_meanwhile(where, self.deadlines, release, sent, time.time(), known)
+        :raises SandboxError: another agent was creating one meanwhile: which is whose
+            cannot be told, and none is used (each stops once idle).
+        """
+        from .sandboxes import Where, created_meanwhile, known_ids, others_creating
+
+        now, where, known = time.time(), Where.current(), known_ids(self.ledger)
+        made = created_meanwhile(where, self.deadlines, release, sent, now, known)
+        if made and others_creating(self.ledger, self.run_id, release, sent, now):
+            raise SandboxError(
+                f"creating the {SANDBOX_NAME} sandbox: its answer was lost, and another "
+                f"agent was creating one of the same release meanwhile; none of "
+                f"{', '.join(made)} is used (each stops once idle)",
+                sandbox_id=self.sandbox_id,
+            )
+        return made
 
     def upload(self, files: Mapping[str, bytes], read_only: frozenset[str] = frozenset()) -> None:
         """Put each file under :data:`WORKDIR` (the control plane makes the folders); the

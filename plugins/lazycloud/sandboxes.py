@@ -8,6 +8,7 @@ and goes only to the SDK's stop call.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -114,7 +115,72 @@ def created_meanwhile(
 
 
 def known_ids(ledger: Ledger) -> set[str]:
-    return {entry.sandbox_id for entry in ledger.entries() if entry.sandbox_id is not None}
+    """The sandboxes the ledger names, and those this process's creates were answered with
+    (a moment before the ledger names them)."""
+    noted = {entry.sandbox_id for entry in ledger.entries() if entry.sandbox_id is not None}
+    return noted | creates.answered()
+
+
+def others_creating(
+    ledger: Ledger, run_id: str, release_id: str, since: float, until: float
+) -> bool:
+    """Whether another agent process's entry was creating a sandbox of ``release_id``
+    then, so that a sandbox created meanwhile may be its (and cannot be told apart).
+    This process's own creates are told apart by :data:`creates`."""
+    return any(
+        entry.run_id != run_id
+        and entry.pid != os.getpid()
+        and entry.sandbox_id is None
+        and entry.release_id == release_id
+        and since - CLOCK_SLACK_SECONDS <= entry.created_at <= until + CLOCK_SLACK_SECONDS
+        for entry in ledger.entries()
+    )
+
+
+class Creates:
+    """This process's sandbox creates: how many are in flight, and the IDs they were
+    answered with, so that a create whose answer was lost is never matched to a
+    sibling thread's sandbox."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._in_flight = 0
+        self._answered: set[str] = set()
+
+    def send(self, create: Callable[[], Any]) -> Any:
+        with self._changed:
+            self._in_flight += 1
+        try:
+            response = create()
+            with self._changed:
+                self._answered.add(str(response.id))
+            return response
+        finally:
+            with self._changed:
+                self._in_flight -= 1
+                self._changed.notify_all()
+
+    def settle(self, seconds: float) -> None:
+        """Wait (at most ``seconds``) until no create of this process is in flight."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._in_flight == 0, timeout=seconds)
+
+    def answered(self) -> set[str]:
+        with self._changed:
+            return set(self._answered)
+
+    def claim(self, candidates: Iterable[str]) -> str | None:
+        """The first of ``candidates`` no create of this process has (claiming it), if any:
+        two threads whose answers were both lost each take one of the sandboxes made."""
+        with self._changed:
+            for candidate in candidates:
+                if candidate not in self._answered:
+                    self._answered.add(candidate)
+                    return candidate
+        return None
+
+
+creates = Creates()
 
 
 @attrs.frozen
@@ -143,15 +209,13 @@ def stop_entries(
                 ids = [entry.sandbox_id]
                 note = "stopped"
             elif entry.release_id is not None:
+                since, until = entry.created_at, entry.created_at + deadlines.call
                 ids = created_meanwhile(
-                    where,
-                    deadlines,
-                    entry.release_id,
-                    entry.created_at,
-                    entry.created_at + deadlines.call,
-                    known_ids(ledger),
+                    where, deadlines, entry.release_id, since, until, known_ids(ledger)
                 )
-                if len(ids) > 1:  # another agent's too: leave them (each stops once idle)
+                if ids and others_creating(ledger, entry.run_id, entry.release_id, since, until):
+                    ids, note = [], "another create of its release was under way; none stopped"
+                elif len(ids) > 1:  # another agent's too: leave them (each stops once idle)
                     ids, note = [], "several sandboxes match its create; none stopped"
                 else:
                     note = "its create's sandbox stopped" if ids else "its create made none"
