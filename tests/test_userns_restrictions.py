@@ -596,3 +596,33 @@ def test_an_error_quotes_only_the_last_line_of_what_bwrap_said_within_bounds() -
     assert f": {UID_MAP_DENIED!r}" in message
     assert "xxx" not in message
     assert len(userns.shown("y" * 10_000)) == userns.SHOWN_CHARACTERS + 3
+
+
+def test_doctor_gives_up_on_a_bwrap_that_does_not_answer_within_the_probes_time(
+    shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENVIRONMENT, str(standin(shared / "hangs", "bwrap", "sleep 60")))
+    monkeypatch.setattr(userns, "PROBE_SECONDS", 0.5)
+
+    started = time.monotonic()
+    findings = list(checks._bwrap_findings())
+
+    assert time.monotonic() - started < 5
+    assert [(f.item, f.ok) for f in findings] == [("bwrap", False)]
+    assert "gave no answer within 0.5 s" in findings[0].detail
+
+
+def test_a_system_bwrap_that_hangs_on_the_probe_is_given_up_within_its_time(
+    shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundled = refusing(shared / "bundled", UID_MAP_DENIED)
+    system = standin(shared / "hangs", "bwrap", "sleep 60")
+    monkeypatch.setattr(userns, "bundled_bwrap", lambda: bundled)
+    monkeypatch.setattr(userns, "SYSTEM_BWRAP", str(system))
+    monkeypatch.setattr(userns, "PROBE_SECONDS", 0.5)
+
+    started = time.monotonic()
+    with pytest.raises(SandboxError, match=r"could not create them either: 'no answer within 0\.5"):
+        LocalSandbox().run_test(calculator_job())
+
+    assert time.monotonic() - started < 10

@@ -141,6 +141,14 @@ def _bwrap_findings() -> Iterator[Finding]:
         return
     # The probe a run would make on being refused, made here whatever happens.
     said = attempt(bwrap, SANDBOX_NAMESPACES)
+    if said is not None and said.startswith("no answer within"):
+        yield Finding(
+            "bwrap",
+            ok=False,
+            detail=f"{bwrap} gave {said} when asked to start `true` in a sandbox's namespaces",
+            fix=f"check that {bwrap} is bwrap (`{bwrap} --version`), or unset {ENVIRONMENT}",
+        )
+        return
     instead = ""
     if said is not None and refused(said):
         with contextlib.suppress(SandboxError):  # the items below say why, and the fix

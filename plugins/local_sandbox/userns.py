@@ -316,12 +316,11 @@ def _drop(user: SandboxUser | None, bwrap: Path | str) -> list[str]:
     return [setpriv, f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--"]
 
 
-def attempt(
-    bwrap: Path | str, flags: Sequence[str], *, timeout: float = PROBE_SECONDS
-) -> str | None:
+def attempt(bwrap: Path | str, flags: Sequence[str], *, timeout: float | None = None) -> str | None:
     """What ``bwrap`` says when it fails to start ``true`` with ``flags``, ``None`` if it
     does, as the sandbox's user (see :func:`bounded`)."""
     argv = [*_drop(sandbox_user(), bwrap), str(bwrap), *flags, "--ro-bind", "/", "/", "--", "true"]
+    timeout = PROBE_SECONDS if timeout is None else timeout
     code, said = bounded(argv, timeout=timeout)
     if code == 0:
         return None
@@ -330,7 +329,7 @@ def attempt(
     return said or f"exit status {code}"
 
 
-def bounded(argv: Sequence[str], *, timeout: float = PROBE_SECONDS) -> tuple[int | None, str]:
+def bounded(argv: Sequence[str], *, timeout: float | None = None) -> tuple[int | None, str]:
     """Run ``argv`` with an empty environment: its exit status (``None`` if it did not end
     within ``timeout``, when it and whatever it started are killed) and the first
     :data:`SAID_BYTES` of its output and error output."""
@@ -348,7 +347,7 @@ def bounded(argv: Sequence[str], *, timeout: float = PROBE_SECONDS) -> tuple[int
         return 127, str(error)
     assert process.stdout is not None
     said = bytearray()
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + (PROBE_SECONDS if timeout is None else timeout)
     try:
         fd = process.stdout.fileno()
         while (left := deadline - time.monotonic()) > 0 and select.select([fd], [], [], left)[0]:
