@@ -299,6 +299,19 @@ def test_the_setting_refuses_a_file_others_could_change(
         chosen_by_setting()
 
 
+def test_the_setting_refuses_a_file_in_a_folder_others_may_write(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    script = standin(tmp_path / "open", "bwrap", "exit 0")
+    script.parent.chmod(0o777)
+    monkeypatch.setenv(ENVIRONMENT, str(script))
+
+    with pytest.raises(ConfigurationError, match="lies in a folder others may write"):
+        chosen_by_setting()
+    script.parent.chmod(0o777 | stat.S_ISVTX)  # as /tmp: nobody else may replace it
+    assert chosen_by_setting() == script
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
 def test_the_setting_refuses_another_users_file_behind_a_symlink(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path

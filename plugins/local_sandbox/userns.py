@@ -244,6 +244,9 @@ def untrusted(path: str) -> str | None:
         return f"belongs to uid {info.st_uid}, neither root nor you, who could change what runs"
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return "may be written by others, who could change what runs"
+    folder = os.stat(os.path.dirname(path))
+    if folder.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not folder.st_mode & stat.S_ISVTX:
+        return "lies in a folder others may write, who could replace it"
     return None
 
 
