@@ -9,7 +9,8 @@ sequence is in :mod:`.start`); collect the output within bounds; kill whatever
 is left; remove the groups. Nothing is written to the host's disk: the workspace is a
 tmpfs inside the sandbox and disappears with it.
 
-See :mod:`.bwrap` for what the sandbox sees and :mod:`.limits` for how each
+See :mod:`.bwrap` for what the sandbox sees, :mod:`.userns` for which bwrap
+starts it where user namespaces are restricted, and :mod:`.limits` for how each
 limit is enforced and reported.
 """
 
