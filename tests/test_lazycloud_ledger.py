@@ -551,3 +551,31 @@ def test_run_test_until_with_stop_already_set_creates_nothing(
 
     assert outcome.exit_code is None
     assert lazycloud_sdk.requests == []
+
+
+def test_first_pass_stops_the_other_candidates_remote_sandbox(
+    agent: RunAgent, control_plane: ControlPlane, provider: FakeProvider
+) -> None:
+    def plan(content: str, delay: float = 0.0) -> Reply:
+        body = completion(plan_json(("calculator.py", content)))
+        return Reply(200, json.dumps(body).encode(), delay=delay)
+
+    provider.replies.append(plan(SLOW_CALCULATOR))
+    provider.replies.append(plan(FIXED_CALCULATOR, delay=3.0))  # once the slow one runs
+
+    started = time.monotonic()
+    done = agent(
+        "run", "--runner", "lazycloud", "--candidates", "2", "--jobs", "2", "--first-pass", "--json"
+    )
+    took = time.monotonic() - started
+
+    assert done.returncode == 0, done.stderr
+    assert took < 30, f"the sleeping candidate's sandbox was waited for ({took:.1f} s)"
+    verdicts = sorted(c["attempts"][0]["verdict"] for c in done.json()["candidates"])
+    assert verdicts == ["passed", "stopped"]
+    assert len(control_plane.sandboxes) == 2
+    slow = next(
+        s for s in control_plane.sandboxes.values() if b"sleep" in b"".join(s.files.values())
+    )
+    assert slow.processes  # its test was running when it was stopped
+    assert control_plane.live_sandboxes() == []
