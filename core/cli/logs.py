@@ -27,7 +27,7 @@ def logs(
     debug: DebugOption = False,
 ) -> None:
     """Show a run's record (plans, tests, error) or a planner call's (each attempt, the answer)."""
-    from .. import records, run_records
+    from .. import record_text, records, run_records
     from ..run_history import render_run
     from ..serialization import to_jsonable
 
@@ -39,7 +39,7 @@ def logs(
         if as_json:
             print_json(to_jsonable(shown), indent=2)
         elif isinstance(shown, records.PlannerRecord):
-            echo(records.render(shown))
+            echo(record_text.render(shown))
         else:
             echo(render_run(shown))
 
