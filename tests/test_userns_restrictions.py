@@ -639,3 +639,20 @@ def test_a_system_bwrap_that_hangs_on_the_probe_is_given_up_within_its_time(
         LocalSandbox().run_test(calculator_job())
 
     assert time.monotonic() - started < 10
+
+
+def test_a_run_passes_through_the_bwrap_the_setting_names(
+    run_agent: RunAgent, write_plan: Callable[..., Path], shared: Path
+) -> None:
+    chosen = standin(shared / "chosen", "bwrap", f'exec {bundled_bwrap()} "$@"')
+    plan = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
+
+    run = run_agent(
+        "run", "--seed", "calculator", "--plan", str(plan), "--json",
+        env={ENVIRONMENT: str(chosen)},
+    )  # fmt: skip
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.json()["tests_passed"] is True
+    (sandbox,) = run.sandboxes
+    assert str(chosen) in sandbox
