@@ -206,9 +206,12 @@ class Ledger:
             ) from None
 
     def _sync_folder(self) -> None:
+        """Make the rename durable too; some file systems cannot sync a folder (the entry
+        itself is synced already, so that is no reason to start no sandbox)."""
         handle = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            os.fsync(handle)
+            with contextlib.suppress(OSError):
+                os.fsync(handle)
         finally:
             os.close(handle)
 
