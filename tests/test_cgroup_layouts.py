@@ -381,6 +381,37 @@ def test_each_layout_removes_groups_of_agents_no_longer_running_and_keeps_the_ot
         assert planted[name]["foreign"].exists()
 
 
+def test_each_layout_kills_what_a_dead_agent_left_running_before_removing_its_groups(
+    layout: tuple[FakeKernel, CgroupRoots, dict[str, tuple[Path, int]]],
+) -> None:
+    # A SIGKILL can land before bwrap arms its parent-death signal: a sandbox process then
+    # outlives its agent, in the agent's group, until the next run kills it.
+    kernel, roots, expected = layout
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stale = {
+            name: parent / f"{PREFIX}{dead.pid}-sbx-old" for name, (parent, _) in expected.items()
+        }
+        for group in stale.values():
+            if not group.exists():
+                kernel.make_group(group)
+            kernel.write(group / "cgroup.procs", str(left.pid))
+        (roots.proc / str(left.pid)).mkdir()
+        (roots.proc / str(left.pid) / "cgroup").write_text(
+            "".join(f"{i}:x:/a/{group.name}\n" for i, group in enumerate(stale.values()))
+        )
+
+        make(roots)
+
+        assert left.wait(timeout=5) == -9
+        assert [group for group in stale.values() if group.exists()] == []
+    finally:
+        left.kill()
+        left.wait()
+
+
 def test_each_layout_kills_what_is_left_in_the_groups_and_removes_them(
     layout: tuple[FakeKernel, CgroupRoots, dict[str, tuple[Path, int]]],
 ) -> None:

@@ -212,14 +212,40 @@ def _remove_group(group: Path) -> None:
     group.rmdir()
 
 
-def _remove_stale(parent: Path) -> None:
-    """Remove groups left by agents that no longer run (killed before they could clean up)."""
+def _remove_stale(parent: Path, proc: Path = Path("/proc")) -> None:
+    """Remove groups left by agents that no longer run (killed before they could clean up).
+
+    Whatever still runs in such a group is a sandbox whose agent is gone (a SIGKILL can
+    land before bwrap's own parent-death signal is armed): it is killed first, each
+    process only while ``proc`` shows it in that group, so that no process outlives its
+    agent past the next run.
+    """
     with contextlib.suppress(OSError):
         for entry in parent.iterdir():
             owner = entry.name.removeprefix(PREFIX).split("-", 1)[0]
             if entry.name.startswith(PREFIX) and owner.isdigit() and not _alive(int(owner)):
+                _kill_members(entry, proc)
                 with contextlib.suppress(OSError):
                     _remove_group(entry)
+
+
+def _kill_members(group: Path, proc: Path, wait_seconds: float = 2.0) -> None:
+    """SIGKILL every process in ``group`` and wait (a little) until it is empty."""
+
+    def in_group(pid: int) -> bool:
+        try:
+            lines = (proc / str(pid) / "cgroup").read_text().splitlines()
+        except OSError:
+            return False
+        return any(line.endswith("/" + group.name) for line in lines)
+
+    deadline = time.monotonic() + wait_seconds
+    while pids := _members(group):
+        for pid in pids:
+            kill_if(pid, in_group)
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
 
 
 def _write(path: Path, value: str) -> None:
@@ -338,7 +364,7 @@ class SandboxGroups:
         # With v2 both controllers are in one hierarchy: one group holds both limits.
         shared = group in self.groups.values()
         if not shared:
-            _remove_stale(controller.parent)
+            _remove_stale(controller.parent, self._roots.proc)
             _make_group(group)
         try:
             if controller.name == "pids":
