@@ -50,6 +50,18 @@ def test_shards_together_run_every_task_once(
     assert sorted(ran) == sorted(ids)  # the union is the file, with no task twice
     assert len(provider.requests) == len(ids)
 
+    # The shards reported together are the batch run as one.
+    whole = tmp_path / "whole.jsonl"
+    assert run_agent("batch", str(tasks), "--out", str(whole)).returncode == 0
+    one = run_agent("report", str(whole), "--html", str(tmp_path / "one.html"))
+    shards = [str(tmp_path / f"shard-{index}.jsonl") for index in (1, 2, 3)]
+    merged = run_agent("report", *shards, "--html", str(tmp_path / "merged.html"))
+    assert one.returncode == merged.returncode == 0, one.stderr + merged.stderr
+    said = {run.stderr.split(": ", 2)[-1] for run in (one, merged)}
+    assert said == {"9 tasks, 9 passed\n"}
+    for page in ("one.html", "merged.html"):
+        assert "100.0%</b>pass rate (9 of 9)" in (tmp_path / page).read_text(encoding="utf-8")
+
 
 def test_a_task_keeps_its_shard_whatever_the_order_and_the_other_lines() -> None:
     ids = [f"t{n}" for n in range(1000)]
