@@ -86,6 +86,9 @@ def deployed(lazycloud: RunAgent, control_plane: ControlPlane) -> ControlPlane:
     """The secrets stored and plan-patch deployed, through the real commands."""
     configured = lazycloud("lazycloud", "configure")
     assert configured.returncode == 0, configured.stderr
+    # The stand-in's provider is on this machine: stored, with a word that the hosted
+    # LazyCloud could never reach it.
+    assert "agent: warning: CODING_AGENT_BASE_URL names this machine" in configured.stderr
     done = lazycloud("lazycloud", "deploy")
     assert done.returncode == 0, done.stderr
     return control_plane

@@ -11,13 +11,16 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from sandboxed_coding_agent.core.errors import (
+    AgentWarning,
     ConfigurationError,
     ProviderError,
     SandboxError,
@@ -26,7 +29,9 @@ from sandboxed_coding_agent.core.errors import (
 from sandboxed_coding_agent.core.provider import (
     API_VERSION_ENV,
     AUTH_HEADER_ENV,
+    BASE_URL_ENV,
     PROVIDER_SECRET_NAMES,
+    is_loopback,
     settings_from_environment,
 )
 
@@ -60,6 +65,14 @@ def configure(environ: Mapping[str, str], deadlines: Deadlines) -> list[str]:
     settings = settings_from_environment(
         environ, missing_hint="before `agent lazycloud configure` stores them as secrets"
     )
+    if is_loopback(urlsplit(settings.base_url).hostname or ""):
+        # Stored all the same: a control plane run on this machine reaches it.
+        warnings.warn(
+            f"{BASE_URL_ENV} names this machine ({settings.base_url}): a planner deployed "
+            "on the hosted LazyCloud cannot reach it, only one whose control plane runs here",
+            AgentWarning,
+            stacklevel=2,
+        )
     values = dict(
         zip(
             PROVIDER_SECRET_NAMES,
