@@ -89,6 +89,17 @@ class ProviderError(AgentError):
     kind = "provider"
 
 
+class RemoteError(AgentError):
+    """A remote service the agent drives for the user (LazyCloud's control plane, say) could
+    not be reached or refused an operation outside a run: a deploy, a listing, a secret.
+
+    Within a run, a planner's remote failure is a :class:`ProviderError` and a runner's a
+    :class:`SandboxError`, as any other failure of theirs.
+    """
+
+    kind = "remote"
+
+
 class PlanRejected(AgentError):
     """One or more policies refused the plan; every reason is kept.
 
@@ -162,6 +173,7 @@ EXIT_CODES: dict[str, int] = {
     "usage": 2,
     "configuration": 2,
     "provider": 3,
+    "remote": 3,
     "policy": 4,
     "sandbox": 5,
     "budget": 6,

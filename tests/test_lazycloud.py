@@ -396,7 +396,12 @@ def test_unreachable_control_plane_is_a_remote_error_naming_the_endpoint(
     planner = lazycloud("run", "--planner", "lazycloud", "--json", extra=FAST)
     runner = lazycloud("run", "--plan", str(plan), "--runner", "lazycloud", "--json", extra=FAST)
     sandboxes = lazycloud("lazycloud", "sandboxes", extra=FAST)
+    status = lazycloud("lazycloud", "status", "--json", extra=FAST)
 
+    # Outside a run the control plane is no model provider: its own kind, and exit 3.
+    assert status.returncode == 3, status.stderr
+    assert status.json()["error"]["kind"] == "remote"
+    assert "agent: remote error: reading the LazyCloud workspace" in status.stderr
     assert planner.returncode == 3, planner.stderr
     assert planner.json()["error"]["kind"] == "provider"
     assert runner.returncode == 5, runner.stderr

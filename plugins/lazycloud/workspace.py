@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from sandboxed_coding_agent.core.errors import (
     AgentWarning,
     ConfigurationError,
-    ProviderError,
+    RemoteError,
     SandboxError,
     UsageError,
 )
@@ -84,7 +84,7 @@ def configure(environ: Mapping[str, str], deadlines: Deadlines) -> list[str]:
 
     stored = []
     for name, value in values.items():
-        with translated(ProviderError, f"storing the secret {name}"):
+        with translated(RemoteError, f"storing the secret {name}"):
             bounded(partial(Secret(name).set, value), deadlines.call, f"storing {name}")
         stored.append(name)
     return stored
@@ -98,7 +98,7 @@ def deploy(deadlines: Deadlines) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="agent-lazycloud-source-") as folder:
         root = Path(folder)
         files = stage_source(root)
-        with translated(ProviderError, f"deploying {FUNCTION_NAME}"), staged_handler(root) as fn:
+        with translated(RemoteError, f"deploying {FUNCTION_NAME}"), staged_handler(root) as fn:
             app = planner_app(fn)
             deployment = bounded(
                 lambda: app.deploy(source_root=root), deadlines.start, f"deploying {FUNCTION_NAME}"
@@ -152,7 +152,7 @@ def _workspace() -> str:
 
 def status(deadlines: Deadlines) -> dict[str, Any]:
     """What is deployed, which of the three secrets exist (names only), where."""
-    with translated(ProviderError, "reading the LazyCloud workspace"):
+    with translated(RemoteError, "reading the LazyCloud workspace"):
         workspace = _workspace()
         deployments = _deployments(deadlines)
         existing = set(_secret_names(deadlines))
@@ -278,7 +278,7 @@ def stop_sandboxes(
 
 def cleanup_plan(deadlines: Deadlines) -> dict[str, Any]:
     """What a cleanup would delete: the deployment if there is one, the secrets that exist."""
-    with translated(ProviderError, "reading the LazyCloud workspace"):
+    with translated(RemoteError, "reading the LazyCloud workspace"):
         deployed = bool(_deployments(deadlines))
         existing = set(_secret_names(deadlines))
     return {
@@ -294,7 +294,7 @@ def cleanup(plan: Mapping[str, Any], deadlines: Deadlines) -> dict[str, Any]:
 
     deleted: dict[str, Any] = {"deployment": None, "secrets": []}
     if plan["deployment"]:
-        with translated(ProviderError, f"deleting the deployment {FUNCTION_NAME}"):
+        with translated(RemoteError, f"deleting the deployment {FUNCTION_NAME}"):
             bounded(
                 lambda: DeploymentClient().delete(FUNCTION_NAME, app=APP_SLUG),
                 deadlines.call,
@@ -302,7 +302,7 @@ def cleanup(plan: Mapping[str, Any], deadlines: Deadlines) -> dict[str, Any]:
             )
         deleted["deployment"] = FUNCTION_NAME
     for name in plan["secrets"]:
-        with translated(ProviderError, f"deleting the secret {name}"):
+        with translated(RemoteError, f"deleting the secret {name}"):
             bounded(Secret(name).delete, deadlines.call, f"deleting {name}")
         deleted["secrets"].append(name)
     return deleted
