@@ -69,15 +69,16 @@ def _call_lines(details: dict[str, Any], context: RequestContext | None = None) 
 
 
 def _other_lines(details: dict[str, Any], depth: int = 0) -> list[str]:
-    """The rest of a call's details: the finish reason, a planner's own keys (a call made
-    elsewhere, such as a remote planner's, read as this one is) and the answer's start."""
+    """The rest of a call's details: the finish reason, a planner's own keys (one holding a
+    call made elsewhere, such as a remote planner's request and attempts, read as this one
+    is; any other value as JSON) and the answer's start."""
     lines: list[str] = []
     finish = details.pop("finish_reason", None)
     if finish:
         lines.append(f"finish:   {finish}")
     answer = details.pop("response_excerpt", None)
     for key, value in details.items():
-        if isinstance(value, dict) and depth < 2:
+        if isinstance(value, dict) and depth < 2 and {"request", "attempts"} & value.keys():
             nested = dict(value)
             inner = _call_lines(nested) + _other_lines(nested, depth + 1)
             lines.append(f"{key}:")

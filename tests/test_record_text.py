@@ -49,7 +49,8 @@ def test_a_remote_planners_call_reads_as_a_local_one_indented() -> None:
 
 
 def test_details_that_are_not_a_call_are_shown_as_they_are() -> None:
-    text = render(record({"request": "not a request", "extra": [1, 2]}))
+    text = render(record({"request": "not a request", "extra": [1, 2], "backend": {"kind": "f"}}))
 
     assert "request: not a request" in text.splitlines()
     assert "extra: [1, 2]" in text.splitlines()
+    assert 'backend: {"kind": "f"}' in text.splitlines()  # a planner's own object, as it is
