@@ -65,6 +65,23 @@ class GuardFinding:
 
 
 @attrs.frozen
+class UnmetTest:
+    """A test the trusted list needs that the run did not report as it must (see
+    :mod:`~.trusted_tests`).
+
+    :ivar id: the test, as the unpatched run reported it.
+    :ivar outcome: how the run reported it, or ``missing`` when it did not.
+    :ivar unpatched: how it ended in the unpatched seed.
+    """
+
+    __test__ = False
+
+    id: str
+    outcome: str
+    unpatched: str
+
+
+@attrs.frozen
 class TestReport:
     """The evidence a verdict rests on.
 
@@ -75,6 +92,13 @@ class TestReport:
     :ivar tests: every test the framework reported, in the order they ended.
     :ivar guard: what the guard refused or found changed; any of it fails the run.
     :ivar detail: why the report is not ``complete``, for a person.
+    :ivar needed: how many tests the trusted list (the unpatched seed's run) names;
+        ``None`` when the verdict rests on no such list (a graded seed, whose lists
+        are held to by its grade; no framework).
+    :ivar unmet: the needed tests this run did not report as they must be: missing,
+        or with an outcome the unpatched seed did not have and that is not ``passed``.
+    :ivar list_partial: why the trusted list may lack tests (the unpatched seed could
+        not load a test module, or its run did not end); ``None`` when complete.
     """
 
     __test__ = False
@@ -84,6 +108,9 @@ class TestReport:
     tests: tuple[TestCaseResult, ...] = ()
     guard: tuple[GuardFinding, ...] = ()
     detail: str | None = None
+    needed: int | None = None
+    unmet: tuple[UnmetTest, ...] = ()
+    list_partial: str | None = None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -98,12 +125,19 @@ class TestReport:
         """Whether the evidence supports a pass (the exit status is judged apart)."""
         if self.status == "exit-status":
             return True
-        return (
+        sound = (
             self.status == "complete"
             and not self.guard
-            and any(test.outcome == "passed" for test in self.tests)
             and not any(test.outcome in ("failed", "error") for test in self.tests)
         )
+        if self.needed is None:
+            return sound and any(test.outcome == "passed" for test in self.tests)
+        # The list decides what a pass rests on; a test it does not name counts for
+        # nothing, unless the list is partial and the run's own tests must carry it.
+        rests_on = self.needed > 0 or (
+            self.list_partial is not None and any(t.outcome == "passed" for t in self.tests)
+        )
+        return sound and not self.unmet and rests_on
 
     @property
     def summary(self) -> str:
@@ -131,10 +165,74 @@ class TestReport:
             return f"the guard refused the code under test: {', '.join(named)}"
         if self.status != "complete":
             return self.detail or f"the framework's report is {self.status}"
+        if self.unmet:
+            return (
+                f"{len(self.unmet)} of {self.needed} needed tests did not pass: "
+                + ", ".join(f"{test.id} ({test.outcome})" for test in self.unmet[:5])
+                + (f" and {len(self.unmet) - 5} more" if len(self.unmet) > 5 else "")
+            )
         bad = [t for t in self.tests if t.outcome in ("failed", "error")]
         if bad:
             return f"{len(bad)} of {len(self.tests)} tests failed"
+        if self.needed == 0:
+            return "the unpatched seed ran no test, so no test can carry a pass"
         return "the framework ran no test that passed"
+
+
+#: The outcomes an unpatched test may keep in a passing run, by its unpatched outcome.
+MAY_STAY = {
+    "skipped": frozenset({"passed", "skipped"}),
+    "xfailed": frozenset({"passed", "xfailed", "xpassed"}),
+    "xpassed": frozenset({"passed", "xfailed", "xpassed"}),
+}
+_PASSED = frozenset({"passed"})
+
+
+@attrs.frozen
+class NeededTest:
+    """One test of the trusted list.
+
+    :ivar id: the framework's name for it, as the harness reports it.
+    :ivar unpatched: how it ended in the unpatched seed (one of
+        :data:`~.evidence.TEST_OUTCOMES`).
+    """
+
+    __test__ = False
+
+    id: str
+    unpatched: str = attrs.field(validator=v.in_(TEST_OUTCOMES))
+
+    @property
+    def allowed(self) -> frozenset[str]:
+        """The outcomes it may have in a passing run."""
+        return MAY_STAY.get(self.unpatched, _PASSED)
+
+
+@attrs.frozen
+class TestList:
+    """The tests a verdict on a seed needs, from a run of the unpatched seed.
+
+    :ivar seed: the seed's name.
+    :ivar framework: the framework that reported them.
+    :ivar tests: every test the unpatched run reported, with its outcome.
+    :ivar partial: why the list may lack tests (a module the unpatched seed could
+        not load, a run that did not end); ``None`` when it is complete.
+    :ivar key: the seed content it was made from (see :func:`content_key`).
+    :ivar sandbox_id: the sandbox of the unpatched run.
+    """
+
+    __test__ = False
+
+    seed: str
+    framework: str | None
+    tests: tuple[NeededTest, ...] = ()
+    partial: str | None = None
+    key: str = ""
+    sandbox_id: str = ""
+
+    @property
+    def ids(self) -> frozenset[str]:
+        return frozenset(test.id for test in self.tests)
 
 
 @attrs.frozen

@@ -11,10 +11,12 @@ verified report (:class:`~.evidence.TestReport`), one listed test at a time:
   incomplete (an early exit, a timeout, a limit), not the harness's, or the
   guard found something, or there is no framework report at all.
 
-A test passed when the framework reported it ``passed`` or ``xfailed`` (as
-SWE-bench counts them); ``failed``, ``error``, ``skipped`` and ``xpassed`` are
-not passed, and a test the report does not hold is not passed either and is
-named as missing. A test the report holds more than once keeps its worst
+A test passed when the framework reported it ``passed``; ``xfailed``,
+``failed``, ``error``, ``skipped`` and ``xpassed`` are not passed (SWE-bench counts
+``xfailed`` as passed; here a listed test must pass: the code under test can mark a
+failing test as expected to fail at run time, and the lists are the trusted
+ones), and a test the report does not hold is not passed either and is named as
+missing. A test the report holds more than once keeps its worst
 outcome. Tests in neither list, and the exit status, do not matter.
 
 A listed ID is matched exactly as the harness names the test: a pytest node ID
@@ -52,7 +54,7 @@ if TYPE_CHECKING:
 #: How a graded run ended, as SWE-bench names it.
 RESOLUTIONS = ("FULL", "PARTIAL", "NO")
 #: The outcomes that count as passed.
-PASSING_OUTCOMES = ("passed", "xfailed")
+PASSING_OUTCOMES = ("passed",)
 #: How many tests that did not pass a one-line summary names.
 SHOWN_TESTS = 5
 _SHOWN_ID_CHARS = 120
@@ -75,9 +77,9 @@ def _as_ids(value: Iterable[str]) -> tuple[str, ...]:
 class GradedTests:
     """One of a seed's lists, test by test; each test is named as the seed lists it.
 
-    :ivar passed: the tests the framework reported ``passed`` or ``xfailed``.
-    :ivar failed: the tests it reported any other way (``failed``, ``error``,
-        ``skipped``, ``xpassed``).
+    :ivar passed: the tests the framework reported ``passed``.
+    :ivar failed: the tests it reported any other way (``xfailed``, ``failed``,
+        ``error``, ``skipped``, ``xpassed``).
     :ivar missing: the tests its report does not hold: they never ended (a timeout, an
         early exit), or no test has that name.
     """

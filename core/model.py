@@ -23,7 +23,7 @@ from attrs import validators as v
 
 from .budget import Spend
 from .errors import Rejection
-from .evidence import TestHarness, TestReport
+from .evidence import TestHarness, TestList, TestReport
 from .git_source import SourceTree
 from .grading import Grade
 from .planning import CANDIDATE_TEMPERATURE as CANDIDATE_TEMPERATURE
@@ -250,6 +250,9 @@ class RunResult:
     :ivar spend: what every planner call of the run spent (every attempt of every
         candidate, not only the chosen one's), with the cost when a price table was given;
         ``None`` from a run that did not count (a plan file, an older record).
+    :ivar test_list: the tests the verdict needed, from the unpatched seed's run (see
+        :mod:`~.trusted_tests`); ``None`` for a seed whose verdict needs no such list (a
+        graded seed, a test command judged by its exit status) or when no plan was tested.
     """
 
     seed: str
@@ -280,6 +283,7 @@ class RunResult:
     grade: Grade | None = None
     requested_model: str | None = None
     spend: Spend | None = None
+    test_list: TestList | None = None
 
 
 @attrs.frozen

@@ -21,6 +21,7 @@ from .context import PlannerContext
 from .diffs import changed_lines, unified_diff
 from .errors import AgentError, Interrupted, PlanRejected, Rejection
 from .events import Emit, no_events
+from .evidence import TestList
 from .grading import graded
 from .model import (
     Attempt,
@@ -38,6 +39,7 @@ from .policy_checks import check_plan
 from .protocols import PatchPolicy, Planner, PreparingRunner, Runner, StoppableRunner
 from .provider import MODEL_ENV
 from .task_pool import StopRequest
+from .trusted_tests import checked, list_tests, needs_list
 from .verdict import harness_for, verified
 
 Progress = Callable[[str], None]
@@ -149,6 +151,10 @@ class Search:
     runner_name: str = ""
     _prepared: bool = False
     _preparing: threading.Lock = attrs.Factory(threading.Lock)
+    #: The trusted list (see :mod:`~.trusted_tests`), made before the first patch is tested.
+    test_list: TestList | None = None
+    _listing: threading.Lock = attrs.Factory(threading.Lock)
+    _listed: bool = False
 
     @property
     def reports_attempts(self) -> bool:
@@ -289,6 +295,7 @@ class Search:
         )
         with self.sandboxes.slot():
             self.prepare(job)
+            listed = self.needed_tests()
             self.say(
                 number, f"testing in runner {self.runner.name!r}: {' '.join(job.test_command)}"
             )
@@ -301,6 +308,7 @@ class Search:
             else:
                 outcome = self.runner.run_test(job)
             outcome = graded(verified(job, outcome), self.seed)
+            outcome = attrs.evolve(outcome, test_report=checked(outcome.test_report, listed))
             self.emit(
                 "sandbox-ended",
                 {
@@ -358,6 +366,26 @@ class Search:
             if not self._prepared:
                 self.runner.prepare(job, self.progress)
                 self._prepared = True
+
+    def needed_tests(self) -> TestList | None:
+        """The trusted list, made once per run whichever candidate gets there first (in
+        that candidate's sandbox slot); ``None`` for a seed whose verdict needs none."""
+        with self._listing:
+            if not self._listed:
+                if needs_list(self.seed, self.files):
+                    self.test_list = list_tests(
+                        self.seed,
+                        self.files,
+                        self.runner,
+                        environ=self.environ,
+                        progress=self.progress,
+                    )
+                    if self.test_list.partial is not None:
+                        self.progress(
+                            f"the list of needed tests is partial: {self.test_list.partial}"
+                        )
+                self._listed = True
+        return self.test_list
 
     def in_parallel(self, count: int) -> list[Candidate]:
         """Run ``count`` candidates at once, each in a thread of its own."""
@@ -469,4 +497,5 @@ class Search:
             test_report=deciding.test_report,
             grade=deciding.grade,
             spend=self.ledger.spent,
+            test_list=self.test_list,
         )

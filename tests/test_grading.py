@@ -122,14 +122,16 @@ def test_a_test_reported_twice_keeps_its_worst_outcome(order: tuple[str, str]) -
     ("outcome", "passed"),
     [
         ("passed", True),
-        ("xfailed", True),
+        ("xfailed", False),
         ("skipped", False),
         ("xpassed", False),
         ("failed", False),
         ("error", False),
     ],
 )
-def test_passed_and_xfailed_count_as_passed_as_in_swe_bench(outcome: str, passed: bool) -> None:
+def test_only_passed_counts_as_passed_an_expected_failure_does_not(
+    outcome: str, passed: bool
+) -> None:
     found = grade(report(("t.py::test_one", outcome), framework="pytest"), ["t.py::test_one"], [])
 
     assert found.resolved is passed

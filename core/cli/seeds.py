@@ -62,7 +62,10 @@ def _verdict_basis(seed: SeedProject) -> str:
         return "the test command's exit status alone (no framework report)"
     if seed.fail_to_pass or seed.pass_to_pass:
         return f"{framework}'s report of each listed test (graded; the exit status aside)"
-    return f"{framework}'s report of each test, and exit status 0"
+    return (
+        f"{framework}'s report of each test, and exit status 0; every test of the unpatched "
+        "seed's run must pass (agent seeds tests)"
+    )
 
 
 def _applied_policies(host: PluginHost, seed: SeedProject) -> dict[str, Any]:
@@ -208,3 +211,77 @@ def _describe_runtime(runtime: dict[str, Any] | None) -> str:
     if runtime.get("project"):
         described += ", and the project's own dependencies, its folder on sys.path"
     return described
+
+
+@app.command("tests")
+def seeds_tests(
+    name: Annotated[
+        str,
+        typer.Argument(metavar="NAME|FOLDER", help="A seed name, or a folder with a seed.toml."),
+    ],
+    runner: Annotated[
+        str, typer.Option(metavar="NAME", help="Runner of the unpatched seed's sandbox.")
+    ] = "local",
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Run the unpatched seed again, not the cached list.")
+    ] = False,
+    as_json: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """List the tests a pass of the seed needs, each with its outcome in the unpatched seed.
+
+    The list comes from running the unpatched seed's test command in a sandbox (cached by
+    the seed's content); a pass needs every test on it reported passed, except that one the
+    unpatched seed skipped or expected to fail may stay so. A graded seed's list is its
+    fail_to_pass and pass_to_pass tests; a test command of no known framework has none.
+    """
+    with reporting(as_json, debug):
+        host = load_plugins()
+        seed = host.seed(name)
+        row = _test_list_row(seed, host.runner(runner), fresh, as_json)
+        if as_json:
+            print_json(row, indent=2)
+            return
+        echo(one_line(f"{seed.name}: {row['basis']}"))
+        for test in row["tests"]:
+            echo(one_line(f"  {test['id']}  {test['unpatched']}"))
+        if row["partial"]:
+            echo(one_line(f"partial: {row['partial']}"))
+
+
+def _tests(count: int) -> str:
+    return f"{count} test" if count == 1 else f"{count} tests"
+
+
+def _test_list_row(seed: SeedProject, runner: Any, fresh: bool, quiet: bool) -> dict[str, Any]:
+    from ..trusted_tests import list_tests, needs_list
+
+    files = seed.read_files()
+    listed = [*({"id": t, "unpatched": "fail_to_pass"} for t in seed.fail_to_pass)]
+    listed += [{"id": t, "unpatched": "pass_to_pass"} for t in seed.pass_to_pass]
+    if listed:
+        return {
+            "seed": seed.name,
+            "basis": "graded: every listed test must pass",
+            "source": "graded",
+            "tests": listed,
+            "partial": None,
+        }
+    if not needs_list(seed, files):
+        return {
+            "seed": seed.name,
+            "basis": "no list: the test command's exit status alone decides",
+            "source": None,
+            "tests": [],
+            "partial": None,
+        }
+    progress = None if quiet else (lambda message: typer.echo(f"agent: {message}", err=True))
+    found = list_tests(seed, files, runner, progress=progress, cached=not fresh, prepare=True)
+    return {
+        "seed": seed.name,
+        "basis": f"{_tests(len(found.tests))} from the unpatched seed's {found.framework} run",
+        "source": "unpatched-seed",
+        "tests": [{"id": t.id, "unpatched": t.unpatched} for t in found.tests],
+        "partial": found.partial,
+        "sandbox_id": found.sandbox_id,
+    }
