@@ -14,6 +14,10 @@ Rules beyond the minimal contract, each there to protect the person reviewing a 
   parsers disagree on which value wins.
 * ``path-control``: a path may not contain control characters (below U+0020,
   DEL or C1).
+* ``test-infrastructure``: a plan may not create, change or delete a file that
+  steers the test framework, at any depth and whatever the seed's editable
+  patterns match (:func:`test_infrastructure_problem`), unless the seed says
+  ``[guard] allow = ["test-infrastructure"]``.
 
 Every rejection about a file names it by its path as given, or by the path's
 ``repr`` when it is empty or holds characters a terminal would not show as they
@@ -22,12 +26,15 @@ are; a path over the length limit is cut there and ends in ``...``.
 
 from __future__ import annotations
 
+import configparser
 import json
-from collections.abc import Iterable, Sequence
+import tomllib
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from .errors import PlanRejected, ProviderError, Rejection
 from .model import PatchFile, PatchPlan, SeedLimits
+from .seeds import TEST_INFRASTRUCTURE as TEST_INFRASTRUCTURE
 from .serialization import describe_structure_error, structure
 
 POLICY = "patch-contract"
@@ -152,9 +159,22 @@ def _plain_plan(data: object) -> PatchPlan | None:
 
 
 def check_plan(
-    plan: PatchPlan, *, editable_paths: Sequence[str], limits: SeedLimits
+    plan: PatchPlan,
+    *,
+    editable_paths: Sequence[str],
+    limits: SeedLimits,
+    allow: Collection[str] | None = None,
+    originals: Mapping[str, bytes] | None = None,
 ) -> list[Rejection]:
-    """Every way ``plan`` breaks the contract for a seed; empty if it keeps it."""
+    """Every way ``plan`` breaks the contract for a seed; empty if it keeps it.
+
+    :param allow: the seed's ``[guard] allow``; the ``test-infrastructure`` rule is
+        checked unless it names :data:`TEST_INFRASTRUCTURE`. ``None``: the seed is not
+        known here (a planner checking its own answer), and the rule is left to the
+        seed's patch contract, which the orchestrator applies to every plan.
+    :param originals: the seed's text of files the plan replaces, by path; the rule
+        reads those :func:`needs_original` names (a path missing here is a new file).
+    """
     rejections: list[Rejection] = []
     count = len(plan.files)
     if not 1 <= count <= limits.max_files:
@@ -173,6 +193,12 @@ def check_plan(
             rejections.append(_reject("path-duplicate", "the path appears twice", label))
         seen.add(entry.path)
         rejections.extend(_content_problems(entry.content, label))
+        if allow is not None and TEST_INFRASTRUCTURE not in allow:
+            before = (originals or {}).get(entry.path)
+            original = None if before is None else before.decode("utf-8", "replace")
+            problem = test_infrastructure_problem(entry.path, entry.content, original)
+            if problem is not None:
+                rejections.append(_reject(TEST_INFRASTRUCTURE, problem, label))
         total_bytes += len(entry.content.encode("utf-8", errors="replace"))
     if total_bytes > limits.max_total_bytes:
         rejections.append(
@@ -183,6 +209,160 @@ def check_plan(
             )
         )
     return rejections
+
+
+#: Files whose mere presence steers pytest: it reads them from the folder of the files it
+#: is given and every folder above, or imports them on its own.
+_FRAMEWORK_FILES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini"})
+#: Files of which pytest reads some sections only: those are compared with the seed's.
+_SECTIONED_FILES = frozenset({"setup.cfg", "tox.ini", "pyproject.toml"})
+#: Modules and packages that would be imported in place of the test framework, its
+#: plugin machinery or the interpreter's start-up hooks when they stand on the import
+#: path, which is, for a test run, the project's folders.
+_SHADOWING_MODULES = frozenset(
+    {
+        "pytest",
+        "_pytest",
+        "py",
+        "pluggy",
+        "iniconfig",
+        "unittest",
+        "sitecustomize",
+        "usercustomize",
+        "conftest",
+    }
+)
+_HOOK = f'; a seed lets plans change it with [guard] allow = ["{TEST_INFRASTRUCTURE}"]'
+
+
+def needs_original(path: str) -> bool:
+    """Whether :func:`test_infrastructure_problem` compares ``path`` with the seed's text."""
+    return path.rpartition("/")[2] in _SECTIONED_FILES
+
+
+def test_infrastructure_problem(path: str, content: str | None, original: str | None) -> str | None:
+    """Why no plan may give ``path`` the text ``content``, or ``None`` if one may.
+
+    Refused, at any depth: ``conftest.py``, ``pytest.ini`` and ``.pytest.ini``;
+    ``setup.cfg`` and ``tox.ini`` whose sections named after pytest, and
+    ``pyproject.toml`` whose tables and keys named after pytest, differ from the
+    seed's (a new text that cannot be read and mentions pytest is refused too);
+    a module or package named after the framework, its plugins or the interpreter's
+    start-up hooks (:data:`_SHADOWING_MODULES`, and ``pytest_*``, the plugins'
+    names); and any ``.pth`` file, which ``site`` runs at start-up.
+
+    :param content: the new text; ``None`` for a deletion.
+    :param original: the seed's text; ``None`` when the seed has no such file.
+    """
+    if content is not None and content == original:
+        return None
+    parts = path.split("/")
+    name = parts[-1]
+    if name in _FRAMEWORK_FILES:
+        return f"pytest reads {name} wherever it stands, so it steers every test run" + _HOOK
+    if name in _SECTIONED_FILES:
+        changed = _pytest_settings_change(name, content, original)
+        return None if changed is None else changed + _HOOK
+    if name.endswith(".pth"):
+        return "Python runs a .pth file's import lines as it starts" + _HOOK
+    for depth, part in enumerate(parts):
+        module = part if depth < len(parts) - 1 else _module_name(part)
+        if module is not None and (module in _SHADOWING_MODULES or module.startswith("pytest_")):
+            return (
+                f"a module or package named {module!r} on the import path is imported in "
+                "place of the test framework's own, its plugins' or Python's start-up hooks" + _HOOK
+            )
+    return None
+
+
+def _module_name(file_name: str) -> str | None:
+    """The module a file of this name is imported as, or ``None`` for no Python module."""
+    stem, dot, suffix = file_name.partition(".")
+    if not dot:
+        return None
+    # A compiled extension's name carries its ABI tag (name.cpython-312-x86_64-linux-gnu.so).
+    if suffix in ("py", "pyc", "pyw") or suffix.endswith(("so", "pyd")):
+        return stem
+    return None
+
+
+def _pytest_settings_change(name: str, content: str | None, original: str | None) -> str | None:
+    """How ``content`` changes what pytest reads from the file ``name``, or ``None``."""
+    read = _toml_pytest_settings if name == "pyproject.toml" else _ini_pytest_sections
+    try:
+        new = read(content or "")
+    except ValueError:
+        return (
+            f"{name} cannot be read and mentions pytest, which reads its settings there"
+            if "pytest" in (content or "").lower()
+            else None
+        )
+    try:
+        old = read(original or "")
+    except ValueError:
+        old = None
+    if new == old or (not new and old is None):
+        return None
+    what = "tables and keys" if name == "pyproject.toml" else "sections"
+    return (
+        f"the change gives {name} other pytest settings (its {what} named after pytest), "
+        "which steer every test run"
+    )
+
+
+def _ini_pytest_sections(text: str) -> dict[str, list[str]]:
+    """The lines of each section named after pytest, as pytest's reader (``iniconfig``)
+    splits them: a section starts at a line whose first character is ``[``, and a line
+    that starts with a space continues the one above, whatever it holds."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("["):
+            header = line
+            for comment in "#;":
+                header = header.split(comment)[0]
+            header = header.rstrip()
+            title = header[1:-1] if header.endswith("]") else header
+            current = sections.setdefault(title.strip().lower(), [])
+            if "pytest" not in title.lower():
+                current = None
+            continue
+        if current is not None:
+            current.append(line.rstrip())
+    # Also refuse what configparser and its kin read as a pytest section, should a
+    # reader other than iniconfig split the text otherwise.
+    parser = configparser.RawConfigParser(strict=False)
+    try:
+        parser.read_string(text)
+    except configparser.Error as error:
+        if "pytest" in text.lower():
+            raise ValueError(str(error)) from None
+        return {}
+    for section in parser.sections():
+        if "pytest" in section.lower():
+            sections.setdefault("parsed:" + section.strip().lower(), []).extend(
+                f"{key}={value}" for key, value in parser.items(section)
+            )
+    return {key: lines for key, lines in sections.items() if "pytest" in key}
+
+
+def _toml_pytest_settings(text: str) -> list[tuple[tuple[str, ...], Any]]:
+    """Every value of ``text`` under a table or key named after pytest, with its keys."""
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as error:
+        raise ValueError(str(error)) from None
+    found: list[tuple[tuple[str, ...], Any]] = []
+
+    def walk(value: Any, keys: tuple[str, ...]) -> None:
+        if isinstance(value, dict) and not any("pytest" in key.lower() for key in keys):
+            for key, inner in value.items():
+                walk(inner, (*keys, key))
+        elif any("pytest" in key.lower() for key in keys):
+            found.append((keys, value))
+
+    walk(data, ())
+    return sorted(found, key=lambda item: item[0])
 
 
 def _label(path: str, limits: SeedLimits) -> str:
@@ -259,12 +439,17 @@ def validate_plan(
     editable_paths: Sequence[str],
     limits: SeedLimits,
     planner_task_id: str | None = None,
+    allow: Collection[str] | None = None,
+    originals: Mapping[str, bytes] | None = None,
 ) -> PatchPlan:
-    """Return ``plan`` if it keeps the contract.
+    """Return ``plan`` if it keeps the contract (see :func:`check_plan` for ``allow`` and
+    ``originals``).
 
     :raises PlanRejected: listing every broken rule.
     """
-    rejections = check_plan(plan, editable_paths=editable_paths, limits=limits)
+    rejections = check_plan(
+        plan, editable_paths=editable_paths, limits=limits, allow=allow, originals=originals
+    )
     if rejections:
         raise PlanRejected(rejections, planner_task_id=planner_task_id)
     return plan

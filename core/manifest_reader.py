@@ -23,7 +23,14 @@ from . import contract, git_source, patterns, seed_files, seed_folder, verdict
 from .errors import UsageError
 from .evidence import GUARD_CAPABILITIES
 from .manifest_errors import ManifestError, key_lines
-from .seeds import ALWAYS_TEST_PATHS, LimitError, SeedLimits, SeedProject, SeedRuntime
+from .seeds import (
+    ALWAYS_TEST_PATHS,
+    TEST_INFRASTRUCTURE,
+    LimitError,
+    SeedLimits,
+    SeedProject,
+    SeedRuntime,
+)
 from .serialization import describe_structure_error, structure
 
 #: A folder seed is read whole and sent to the planner: keep it small.
@@ -411,9 +418,11 @@ class ManifestReader:
             if key != "allow":
                 raise self.fail(("guard", key), "unknown key (known: allow)")
         allow = table.get("allow", [])
-        known = ", ".join(GUARD_CAPABILITIES)
+        # The guard's capabilities, and what the patch contract lets through on request.
+        names = (*GUARD_CAPABILITIES, TEST_INFRASTRUCTURE)
+        known = ", ".join(names)
         if not isinstance(allow, list) or not all(
-            isinstance(item, str) and item in GUARD_CAPABILITIES for item in allow
+            isinstance(item, str) and item in names for item in allow
         ):
             raise self.fail(("guard", "allow"), f"must be a list of capabilities ({known})")
         return tuple(dict.fromkeys(allow))

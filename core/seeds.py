@@ -30,6 +30,9 @@ from .git_source import SourceTree
 #: Files that steer a test run (pytest's conftest and configuration), so they count as
 #: test files in every seed: a plan that could rewrite them could fake any test result.
 ALWAYS_TEST_PATHS = ("**/conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini")
+#: What a seed's ``[guard] allow`` may name to let plans change the files that steer the
+#: test framework (``core.contract``); the guard in the sandbox ignores it.
+TEST_INFRASTRUCTURE = "test-infrastructure"
 
 
 def _as_tuple(value: Iterable[str]) -> tuple[str, ...]:
@@ -214,7 +217,8 @@ class SeedProject:
         command line), so a hard-linked file, which could be any file of this machine,
         is refused too. Symbolic links, FIFOs and devices are refused for every seed.
     :ivar guard_allow: what the guard lets the code under test do all the same
-        (``[guard] allow`` in ``seed.toml``; see :data:`~.evidence.GUARD_CAPABILITIES`).
+        (``[guard] allow`` in ``seed.toml``; see :data:`~.evidence.GUARD_CAPABILITIES`),
+        and :data:`TEST_INFRASTRUCTURE` when plans may change the test framework's files.
     :ivar root_identity: the (device, inode) of ``root`` when the seed was read from a
         folder; the files are read only from that very folder, never from one swapped in
         at its path since.
@@ -253,7 +257,9 @@ class SeedProject:
     untrusted: bool = False
     root_identity: tuple[int, int] | None = None
     guard_allow: tuple[str, ...] = attrs.field(
-        default=(), converter=_as_tuple, validator=v.deep_iterable(v.in_(GUARD_CAPABILITIES))
+        default=(),
+        converter=_as_tuple,
+        validator=v.deep_iterable(v.in_((*GUARD_CAPABILITIES, TEST_INFRASTRUCTURE))),
     )
     source: SourceTree | None = None
     added_files: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)

@@ -29,7 +29,14 @@ class PatchContract:
         raise ValueError("the patch contract takes no parameters; set the seed's limits instead")
 
     def check(self, plan: PatchPlan, seed: SeedProject) -> list[Rejection]:
-        return contract.check_plan(plan, editable_paths=seed.editable_files, limits=seed.limits)
+        compared = [entry.path for entry in plan.files if contract.needs_original(entry.path)]
+        return contract.check_plan(
+            plan,
+            editable_paths=seed.editable_files,
+            limits=seed.limits,
+            allow=seed.guard_allow,
+            originals=seed.read_tree_files(compared) if compared else {},
+        )
 
 
 @hookimpl
