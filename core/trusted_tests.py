@@ -12,10 +12,11 @@ test the unpatched seed skipped or expected to fail (by its own decorator: the
 unpatched code is the seed author's) may stay so. A test the list does not name
 counts for nothing towards a pass, and still fails the run if it fails.
 
-The list is cached by the seed's content (its files, test command, runtime,
-tree, limits and the harness itself), so the second run of a seed pays nothing
-for it. A graded seed (``fail_to_pass``, ``pass_to_pass``) needs no such run:
-its lists are the trusted list, and :mod:`.grading` holds a run to them.
+The list is kept in the state folder, beside the run records, by the seed's
+content (its files, test command, runtime, tree, limits and the harness
+itself), so the second run of a seed pays nothing for it. A graded seed
+(``fail_to_pass``, ``pass_to_pass``) needs no such run: its lists are the
+trusted list, and :mod:`.grading` holds a run to them.
 
 Where the unpatched seed cannot tell every test (a test module it cannot import,
 a run that does not end), the list holds the tests it did report and is
@@ -25,11 +26,11 @@ and says the list is partial.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -39,11 +40,12 @@ from .evidence import NeededTest, TestList, TestReport, UnmetTest
 from .grading import is_graded
 from .model import SandboxJob, SeedProject
 from .protocols import PreparingRunner, Runner
+from .records import state_directory, write_private_file
 from .serialization import converter
 from .verdict import harness_for, seed_framework, verified
 
-#: Where the lists are kept, under the cache folder (XDG base directory rules).
-CACHE_FOLDER = Path("sandboxed-coding-agent", "test-lists")
+#: Where the lists are kept, in the state folder beside the run records.
+FOLDER = "test-lists"
 #: Bumped when what a list means changes, so older cached lists are not read.
 FORMAT = 1
 #: How a test ID that names a load error rather than a test starts (unittest).
@@ -76,11 +78,9 @@ def content_key(seed: SeedProject, files: Mapping[str, bytes], runner: str) -> s
 
 
 def cache_root(environ: Mapping[str, str] = os.environ) -> Path:
-    """Where lists are kept, following the XDG base directory rules."""
-    base = environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(base):
-        base = str(Path.home() / ".cache")
-    return Path(base) / CACHE_FOLDER
+    """Where lists are kept: ``$XDG_STATE_HOME/sandboxed-coding-agent/test-lists``, beside
+    the run records whose verdicts rest on them."""
+    return state_directory(environ) / FOLDER
 
 
 def needs_list(seed: SeedProject, files: Mapping[str, bytes]) -> bool:
@@ -207,16 +207,5 @@ def _read(path: Path, key: str) -> TestList | None:
 
 def _write(path: Path, listed: TestList) -> None:
     """Keep ``listed`` for the next run; a cache that cannot be written is only a cost."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        text = json.dumps(converter().unstructure(listed)).encode("utf-8")
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".list-", suffix=".json")
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(text)
-            os.replace(temporary, path)
-        except BaseException:
-            os.unlink(temporary)
-            raise
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        write_private_file(path, json.dumps(converter().unstructure(listed)))

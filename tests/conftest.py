@@ -212,6 +212,13 @@ class AgentRun:
         """The processes that were a sandbox: the local runner starts each through ``bwrap``."""
         return [argv for argv in self.processes if any(Path(a).name == "bwrap" for a in argv)]
 
+    @property
+    def tested_sandboxes(self) -> list[tuple[str, ...]]:
+        """The sandboxes that tested a plan: all of them but the one that ran the unpatched
+        seed to list the tests a verdict needs, when the run had no list kept yet."""
+        listed = "listing the unpatched seed's tests" in self.stderr
+        return self.sandboxes[1:] if listed else self.sandboxes
+
 
 def install_plugin(
     site: Path, distribution: str, version: str, entry_points: Mapping[str, str]

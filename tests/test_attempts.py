@@ -41,7 +41,7 @@ def test_a_fix_that_needs_a_second_attempt_gets_it_from_the_feedback(
     feedback = user_message(provider, 1)
     assert "FAIL" in feedback
     assert "AssertionError" in feedback
-    assert len(done.sandboxes) == 2
+    assert len(done.tested_sandboxes) == 2
     # A conversation: the first request's two messages, then the model's own answer as the
     # assistant's turn (exactly as it wrote it), then the feedback as the user's next turn.
     first_messages = provider.requests[0].json()["messages"]
@@ -72,7 +72,7 @@ def test_a_refused_plan_is_fed_back_with_the_reasons(
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     assert "the test is mine now" in messages[2]["content"]  # what the model said
     # The refused plan never reached a sandbox.
-    assert len(done.sandboxes) == 1
+    assert len(done.tested_sandboxes) == 1
 
 
 def test_the_last_attempt_failing_exits_1_with_every_attempt(
@@ -101,7 +101,7 @@ def test_a_provider_error_ends_the_run_keeping_the_attempts_made(
     assert error["kind"] == "provider"
     assert [a["verdict"] for a in error["attempts"]] == ["failed"]
     assert len(provider.requests) == 2
-    assert len(done.sandboxes) == 1
+    assert len(done.tested_sandboxes) == 1
 
 
 def test_a_plan_file_cannot_be_repaired(

@@ -79,7 +79,7 @@ def test_four_candidates_ask_the_provider_at_once_and_the_passing_one_is_chosen(
     assert done.returncode == 0, done.stderr
     result = done.json()
     assert len(result["candidates"]) == 4
-    assert len(done.sandboxes) == 4
+    assert len(done.tested_sandboxes) == 4
     passed = [c["number"] for c in result["candidates"] if c["attempts"][0]["verdict"] == "passed"]
     assert len(passed) == 1
     assert result["chosen_candidate"] == passed[0]

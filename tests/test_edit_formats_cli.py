@@ -251,7 +251,7 @@ def test_one_line_edit_fixes_a_large_module_with_a_small_answer(
     result = run.json()
     assert result["changed_files"] == ["numbers.py"]
     assert "-    return 1501\n+    return 1500" in result["diff"]
-    assert len(run.sandboxes) == 1
+    assert len(run.tested_sandboxes) == 1
 
 
 def write_tasks(path: Path, lines: list[Any]) -> Path:

@@ -63,8 +63,8 @@ def seed(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def cache(tmp_path: Path) -> dict[str, str]:
-    """A cache folder of the test's own, so what is listed (or not) is this test's doing."""
-    return {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    """The state folder (each test has its own), where the lists are kept."""
+    return {"XDG_STATE_HOME": str(tmp_path / "state")}
 
 
 def _run(
@@ -169,7 +169,7 @@ def test_a_cached_list_that_is_not_one_is_made_anew(
 ) -> None:
     first = _run(run_agent, write_plan, seed, FIXED, cache)
     key = first.json()["test_list"]["key"]
-    cached = Path(cache["XDG_CACHE_HOME"], "sandboxed-coding-agent", "test-lists", f"{key}.json")
+    cached = Path(cache["XDG_STATE_HOME"], "sandboxed-coding-agent", "test-lists", f"{key}.json")
     # A list that names no test would let anything pass, if it were believed.
     listed = json.loads(cached.read_text())
     for broken in ("{not json", json.dumps({**listed, "key": "0" * 64, "tests": []})):
@@ -198,7 +198,7 @@ def test_a_test_the_unpatched_seed_skipped_may_stay_skipped(
         },
         hidden={"held_out_test.py": unittest_module("HeldOut", "test_negative", -4, -6, -10)},
     )
-    done = _run(run_agent, write_plan, seed, FIXED, {"XDG_CACHE_HOME": str(tmp_path / "c")})
+    done = _run(run_agent, write_plan, seed, FIXED, {})
 
     assert done.returncode == 0, done.stderr
     assert done.json()["test_list"]["tests"] == [
@@ -217,7 +217,7 @@ def test_a_test_module_the_unpatched_seed_cannot_import_makes_the_list_partial(
         hidden={"held_out_test.py": unittest_module("HeldOut", "test_negative", -4, -6, -10)},
     )
     (seed / "calculator.py").write_text("def add(a, b)\n    return a - b\n")  # a syntax error
-    env = {"XDG_CACHE_HOME": str(tmp_path / "c")}
+    env: dict[str, str] = {}
 
     fixed = _run(run_agent, write_plan, seed, FIXED, env)
     still_broken = _run(run_agent, write_plan, seed, "def add(a, b):\n    return a - b\n", env)
