@@ -28,6 +28,16 @@ TEST_OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 REPORT_STATUSES = ("complete", "missing", "aborted", "tampered", "exit-status")
 #: The test frameworks whose reports the harness reads.
 FRAMEWORKS = ("unittest", "unittest-script", "pytest")
+#: What a verdict rests on, weakest first (see :func:`evidence_tier`):
+#:
+#: * ``exit-status``: nothing but the test command's exit status, which code under
+#:   test can fake (``os._exit(0)``).
+#: * ``framework``: the framework's per-test report, signed by the harness, held to
+#:   the trusted list, with the guard as a tripwire: code under test runs in the
+#:   framework's process, so it is strong evidence, not a proof.
+#: * ``output``: output tests, whose expected values never enter the sandbox and are
+#:   compared by the agent outside it.
+EVIDENCE_TIERS = ("exit-status", "framework", "output")
 #: What the guard may refuse, and a seed's ``[guard] allow`` may name.
 GUARD_CAPABILITIES = ("introspection", "native-code", "processes", "test-files", "write-code")
 
@@ -62,6 +72,20 @@ class GuardFinding:
     capability: str
     event: str
     detail: str = ""
+
+
+def evidence_tier(
+    report: TestReport | None, *, test_command: bool = True, output_tests: bool = False
+) -> str:
+    """The tier of :data:`EVIDENCE_TIERS` a verdict rests on: the weakest of what decided it
+    (the test command, judged by its framework's report or its exit status, and the seed's
+    output tests)."""
+    tiers = []
+    if test_command:
+        tiers.append("exit-status" if report is None or report.framework is None else "framework")
+    if output_tests:
+        tiers.append("output")
+    return min(tiers, key=EVIDENCE_TIERS.index) if tiers else "exit-status"
 
 
 @attrs.frozen

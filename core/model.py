@@ -23,7 +23,7 @@ from attrs import validators as v
 
 from .budget import Spend
 from .errors import Rejection
-from .evidence import TestHarness, TestList, TestReport
+from .evidence import EVIDENCE_TIERS, TestHarness, TestList, TestReport
 from .git_source import SourceTree
 from .grading import Grade
 from .planning import CANDIDATE_TEMPERATURE as CANDIDATE_TEMPERATURE
@@ -253,6 +253,9 @@ class RunResult:
     :ivar test_list: the tests the verdict needed, from the unpatched seed's run (see
         :mod:`~.trusted_tests`); ``None`` for a seed whose verdict needs no such list (a
         graded seed, a test command judged by its exit status) or when no plan was tested.
+    :ivar evidence: what the verdict rests on, one of
+        :data:`~.evidence.EVIDENCE_TIERS` (the weakest, when it rests on more than one):
+        ``exit-status``, ``framework`` or ``output``; ``None`` in an older record.
     """
 
     seed: str
@@ -284,6 +287,7 @@ class RunResult:
     requested_model: str | None = None
     spend: Spend | None = None
     test_list: TestList | None = None
+    evidence: str | None = attrs.field(default=None, validator=v.optional(v.in_(EVIDENCE_TIERS)))
 
 
 @attrs.frozen

@@ -21,7 +21,7 @@ from .context import PlannerContext
 from .diffs import changed_lines, unified_diff
 from .errors import AgentError, Interrupted, PlanRejected, Rejection
 from .events import Emit, no_events
-from .evidence import TestList
+from .evidence import TestList, evidence_tier
 from .grading import graded
 from .model import (
     Attempt,
@@ -498,4 +498,9 @@ class Search:
             grade=deciding.grade,
             spend=self.ledger.spent,
             test_list=self.test_list,
+            evidence=evidence_tier(
+                deciding.test_report,
+                test_command=bool(self.seed.test_command),
+                output_tests=bool(getattr(self.seed, "output_tests", ())),
+            ),
         )

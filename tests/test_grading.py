@@ -486,7 +486,7 @@ def test_the_summary_shows_the_grade_and_names_what_did_not_pass(
         "graded:          PARTIAL (fail_to_pass 1/2, pass_to_pass 1/1); "
         "not passed: tests/test_calc.py::Mul::test_multiplies (failed)\n"
     ) in done.stdout
-    assert "evidence:        unittest reported 2 passed, 1 failed\n" in done.stdout
+    assert "evidence:        framework: unittest reported 2 passed, 1 failed\n" in done.stdout
 
 
 def test_a_code_under_test_the_guard_refused_resolves_nothing_though_every_test_passed(

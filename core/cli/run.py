@@ -382,7 +382,11 @@ def _print_summary(result: RunResult) -> None:
     if report is not None:
         # A graded run's listed tests decide, not every test of the report.
         said = report.reported if result.grade is not None else report.summary
-        lines.append(f"evidence:        {said}")
+        if report.needed is not None:
+            listed = "test" if report.needed == 1 else "tests"
+            said += f" ({report.needed} {listed} needed, from the unpatched seed's run)"
+        tier = f"{result.evidence}: " if result.evidence is not None else ""
+        lines.append(f"evidence:        {tier}{said}")
     if result.grade is not None:
         lines.append(f"graded:          {result.grade.summary}")
     if result.usage is not None:
