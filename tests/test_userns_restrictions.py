@@ -628,6 +628,46 @@ def test_a_root_callers_probe_runs_as_the_sandboxs_user_whom_the_restrictions_bi
     assert int(said) != 0
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root caller's sandbox changes user")
+def test_a_root_callers_probe_of_a_bwrap_in_a_closed_folder_runs_as_the_sandboxs_user(
+    tmp_path: Path,
+) -> None:
+    closed = tmp_path / "closed"
+    telling = standin(closed / "who", "bwrap", "id -u >&2; exit 1")
+    closed.chmod(0o700)
+
+    said = attempt(telling, ["--unshare-user"])
+
+    assert said is not None
+    assert said.isdigit()
+    assert int(said) != 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root caller's sandbox changes user")
+def test_doctor_and_a_run_agree_on_a_bwrap_in_a_folder_only_its_owner_may_enter(
+    tmp_path: Path, real_bwrap: Path, shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Refused to the sandbox's user, as under AppArmor, and allowed to root: a probe made
+    # as root, since that user could not reach it, would pass where the run fails.
+    closed = tmp_path / "closed"
+    bundled = standin(
+        closed / "bundled",
+        "bwrap",
+        f'[ "$(id -u)" = 0 ] && exec {real_bwrap} "$@"\n'
+        f"echo {json.dumps(UID_MAP_DENIED)} >&2\nexit 1",
+    )
+    closed.chmod(0o700)
+    monkeypatch.setattr(userns, "bundled_bwrap", lambda: bundled)
+    monkeypatch.setattr(userns, "SYSTEM_BWRAP", str(shared / "nowhere" / "bwrap"))
+
+    findings = {f.item: f for f in checks._bwrap_findings()}
+
+    assert not findings["namespace user"].ok, findings
+    assert UID_MAP_DENIED in findings["namespace user"].detail
+    with pytest.raises(SandboxError, match="may not create user namespaces"):
+        LocalSandbox().run_test(calculator_job())
+
+
 def test_a_bwrap_flooding_its_error_output_still_ends_in_one_short_sandbox_error(
     run_agent: RunAgent, write_plan: Callable[..., Path], shared: Path
 ) -> None:

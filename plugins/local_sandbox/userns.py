@@ -36,6 +36,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,8 +45,8 @@ import attrs
 
 from sandboxed_coding_agent.core.errors import ConfigurationError, SandboxError
 
-from .start import SYSTEM_PATH, closed_ancestor
-from .user import SandboxUser, mapped, sandbox_user
+from .start import SYSTEM_PATH, closed_ancestor, expose
+from .user import SandboxUser, bwrap_folders, mapped, sandbox_user
 
 ENVIRONMENT = "SANDBOXED_CODING_AGENT_BWRAP"
 #: The distribution's bwrap, which its AppArmor profile may allow where the bundled one is not.
@@ -304,12 +305,11 @@ def bwrap_executable() -> Path:
     return _instead.get(bundled, bundled)
 
 
-def _drop(user: SandboxUser | None, bwrap: Path | str) -> list[str]:
+def _drop(user: SandboxUser | None) -> list[str]:
     """How a probe becomes the user the sandbox will run as: a root caller's sandbox drops to
     its own user before bwrap starts, and the restrictions are those of that user. Where
-    that user cannot reach ``bwrap`` (under ``/root``, say), or this user namespace has no
-    such user, the probe stays the caller."""
-    if user is None or closed_ancestor(str(bwrap), user.uid, user.gid) is not None:
+    this user namespace has no such user, the probe stays the caller."""
+    if user is None:
         return []
     if not (mapped("uid_map", user.uid, user.uid) and mapped("gid_map", user.gid, user.gid)):
         return []  # a user namespace of root's own (a sandbox in a sandbox): no other user
@@ -321,10 +321,19 @@ def _drop(user: SandboxUser | None, bwrap: Path | str) -> list[str]:
 
 def attempt(bwrap: Path | str, flags: Sequence[str], *, timeout: float | None = None) -> str | None:
     """What ``bwrap`` says when it fails to start ``true`` with ``flags``, ``None`` if it
-    does, as the sandbox's user (see :func:`bounded`)."""
-    argv = [*_drop(sandbox_user(), bwrap), str(bwrap), *flags, "--ro-bind", "/", "/", "--", "true"]
+    does, as the sandbox's user (see :func:`bounded`).
+
+    A ``bwrap`` that user could not reach (under ``/root``, say) is reached as in a run: its
+    folders are bound into a view of the host of the probe's own (see :func:`.start.expose`).
+    """
+    user = sandbox_user()
+    drop = _drop(user)
+    argv = [*drop, str(bwrap), *flags, "--ro-bind", "/", "/", "--", "true"]
     timeout = PROBE_SECONDS if timeout is None else timeout
-    code, said = bounded(argv, timeout=timeout)
+    reach = None
+    if drop and user is not None and closed_ancestor(str(bwrap), user.uid, user.gid):
+        reach = Reach(tuple(bwrap_folders(Path(bwrap))), user.uid, user.gid)
+    code, said = bounded(argv, timeout=timeout, reach=reach)
     if code == 0:
         return None
     if code is None:
@@ -332,12 +341,26 @@ def attempt(bwrap: Path | str, flags: Sequence[str], *, timeout: float | None = 
     return said or f"exit status {code}"
 
 
-def bounded(argv: Sequence[str], *, timeout: float | None = None) -> tuple[int | None, str]:
-    """Run ``argv`` with an empty environment: its exit status (``None`` if it did not end
-    within ``timeout``, when it and whatever it started are killed) and the first
-    :data:`SAID_BYTES` of its output and error output."""
-    try:
-        process = subprocess.Popen(
+@attrs.frozen
+class Reach:
+    """Folders a user must reach through folders closed to them (see :func:`.start.expose`).
+
+    :ivar folders: what the user must reach.
+    :ivar uid: the user.
+    :ivar gid: their only group.
+    """
+
+    folders: tuple[str, ...]
+    uid: int
+    gid: int
+
+
+def _popen(argv: Sequence[str], reach: Reach | None) -> subprocess.Popen[bytes]:
+    """``argv`` started as :func:`bounded` starts it; with ``reach``, from a thread of its own
+    whose view of the host binds those folders back (mount namespaces belong to a thread)."""
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
             argv,
             env={},
             cwd="/",
@@ -346,6 +369,38 @@ def bounded(argv: Sequence[str], *, timeout: float | None = None) -> tuple[int |
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+    if reach is None:
+        return start()
+    started: list[subprocess.Popen[bytes]] = []
+    failed: list[BaseException] = []
+
+    def in_view() -> None:
+        try:
+            expose(reach.folders, reach.uid, reach.gid)
+            started.append(start())
+        except BaseException as error:  # handed to the thread that waits for the start
+            failed.append(error)
+
+    starter = threading.Thread(target=in_view, name="probe-starter", daemon=True)
+    starter.start()
+    starter.join()
+    if failed:
+        raise failed[0]
+    return started[0]
+
+
+def bounded(
+    argv: Sequence[str], *, timeout: float | None = None, reach: Reach | None = None
+) -> tuple[int | None, str]:
+    """Run ``argv`` with an empty environment: its exit status (``None`` if it did not end
+    within ``timeout``, when it and whatever it started are killed) and the first
+    :data:`SAID_BYTES` of its output and error output.
+
+    :param reach: folders ``argv``'s user must reach through folders closed to them.
+    """
+    try:
+        process = _popen(argv, reach)
     except OSError as error:
         return 127, str(error)
     assert process.stdout is not None
