@@ -10,10 +10,15 @@ is tested in a fresh sandbox like any other; the run is graded test by test
 
 What SWE-bench applies after the model's patch, the task's ``test_patch``, is
 here the seed's own files, laid over the tree: a change the patch makes to a
-test file of the task is overridden by it, as in SWE-bench. A change to a file
-that steers every test run (``conftest.py``, ``pyproject.toml``, ``setup.cfg``,
-``tox.ini``, ``pytest.ini``) is left out too, since no plan may replace those;
-each result lists what was left out.
+test file of the task is overridden by it, as in SWE-bench; each result lists
+what was left out. A patch that creates, changes or deletes a file steering the
+test framework (the patch contract's ``test-infrastructure`` rule:
+``conftest.py``, ``pytest.ini`` or a module named ``pytest`` at any depth, the
+pytest settings of ``setup.cfg`` or ``pyproject.toml``...) is refused as a whole,
+an ``error`` of kind ``policy`` that names the file, unless the task's reference
+fix changes such files too (a fix in the framework itself). Any other change to
+the top-level ``pyproject.toml``, ``setup.cfg`` or ``tox.ini``, which no plan may
+replace, is left out.
 """
 
 from __future__ import annotations
@@ -26,13 +31,14 @@ from pathlib import Path
 import attrs
 from attrs import validators as v
 
-from .. import manifest, orchestrator
+from .. import contract, manifest, orchestrator
 from ..batch import TaskError, TaskResult, run_tasks
 from ..errors import AgentError, PlanRejected, Rejection
 from ..grading import Grade
 from ..model import ALWAYS_TEST_PATHS, LIMIT_CEILINGS, PatchFile, PatchPlan, RunResult
 from ..patterns import matches_any
 from ..plugins import PluginHost
+from ..seeds import TEST_INFRASTRUCTURE
 from . import patches, seeds
 from .patches import PatchProblem
 from .seeds import ImportOptions, SeedSpec
@@ -108,13 +114,31 @@ class _PlanOf:
     ignored: tuple[str, ...]
 
 
-def plan_of(patched: patches.Patched, tests: Iterable[str]) -> _PlanOf:
+def plan_of(
+    patched: patches.Patched, tests: Iterable[str], *, test_infrastructure: bool = False
+) -> _PlanOf:
     """The whole-file plan the model's patch (applied as ``patched``) amounts to.
 
+    :param test_infrastructure: the patch may change files that steer the test framework.
+    :raises PlanRejected: the patch changes such a file, naming each
+        (``test-infrastructure``).
     :raises _Failed: a change no whole-file plan can make (a deletion, a link, a file
         that is not UTF-8 text, too many files or bytes).
     """
     test_paths = set(tests)
+    if not test_infrastructure:
+        try:
+            steering = patched.test_infrastructure()
+        except PatchProblem as error:
+            raise _Failed("patch", error.message) from None
+        # The task's own test files replace the patch's: what it does to those is moot.
+        refused = [
+            Rejection(policy=contract.POLICY, rule=TEST_INFRASTRUCTURE, message=problem, path=path)
+            for path, problem in steering
+            if path not in test_paths
+        ]
+        if refused:
+            raise PlanRejected(refused)
     files: list[PatchFile] = []
     placeholders: dict[str, bytes] = {}
     ignored: list[str] = []
@@ -183,7 +207,8 @@ def evaluate_one(
         found = attrs.evolve(
             base,
             error_kind="policy",
-            reason=error.message.split("\n", 1)[0],
+            reason="the plan was rejected: "
+            + "; ".join(rejection.describe() for rejection in error.rejections[:3]),
             rejections=error.rejections,
         )
     except AgentError as error:
@@ -227,7 +252,8 @@ def _evaluate(
         if not reason.startswith(PATCH_DOES_NOT_APPLY):
             reason = f"{PATCH_DOES_NOT_APPLY}: {reason}"
         raise _Failed("patch", reason) from None
-    planned = plan_of(patched, tests.files)
+    allowed = bool(seeds.fix_test_infrastructure(task, folder))
+    planned = plan_of(patched, tests.files, test_infrastructure=allowed)
     if not planned.plan.files:
         return InstanceResult(
             task.instance_id,
@@ -252,6 +278,7 @@ def _evaluate(
         runtime=seeds.runtime_of(options, folder, task.base_commit),
         limits=seeds.SEED_LIMITS,
         instance=seeds.instance_note(task, list(planned.placeholders)),
+        guard_allow=(TEST_INFRASTRUCTURE,) if allowed else (),
     )
     try:
         written = seeds.write_seed(scratch, spec, line=prediction.line)

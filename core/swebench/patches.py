@@ -17,7 +17,7 @@ from pathlib import Path
 
 import attrs
 
-from .. import git_source
+from .. import contract, git_source
 from ..git_source import GitSourceError, git
 from ..patterns import WILDCARDS, has_control_character
 
@@ -78,6 +78,43 @@ class Patched:
         if int(size.stdout) > MAX_FILE_BYTES:
             raise PatchProblem(f"{path} would be larger than {MAX_FILE_BYTES} bytes")
         return git(["cat-file", "blob", f"{self.tree}:{path}"], git_dir=self.repository).stdout
+
+    def read_base(self, path: str) -> bytes | None:
+        """The file at ``path`` in the base commit; ``None`` when it has none.
+
+        :raises PatchProblem: it is larger than :data:`MAX_FILE_BYTES`.
+        """
+        found = git(
+            ["cat-file", "-s", f"{self.commit}:{path}"], git_dir=self.repository, check=False
+        )
+        if found.returncode != 0:
+            return None
+        if int(found.stdout) > MAX_FILE_BYTES:
+            raise PatchProblem(f"{path} is larger than {MAX_FILE_BYTES} bytes")
+        return git(["cat-file", "blob", f"{self.commit}:{path}"], git_dir=self.repository).stdout
+
+    def test_infrastructure(self) -> tuple[tuple[str, str], ...]:
+        """Each file the patch changes that steers the test framework, with why
+        (:func:`~...contract.test_infrastructure_problem`), in path order.
+
+        :raises PatchProblem: one of them is larger than :data:`MAX_FILE_BYTES`.
+        """
+        found: list[tuple[str, str]] = []
+        for change in self.changes:
+            if contract.needs_original(change.path):
+                new = None if change.status == "D" else _text(self.read(change.path))
+                old = None if change.status == "A" else _text(self.read_base(change.path))
+            else:
+                # Refused for its path alone, whatever it holds.
+                new, old = "", None
+            problem = contract.test_infrastructure_problem(change.path, new, old)
+            if problem is not None:
+                found.append((change.path, problem))
+        return tuple(found)
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "replace")
 
 
 def clone_for(repos: Path, repo: str) -> Path:

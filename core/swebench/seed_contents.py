@@ -172,6 +172,21 @@ def prompt_of(problem_statement: str) -> str:
     )
 
 
+def fix_test_infrastructure(task: TaskInstance, folder: Path) -> tuple[str, ...]:
+    """The files steering the test framework that the task's reference fix changes: a
+    task whose fix is in the framework itself (pytest's own repository), whose seed
+    lets plans change them (``[guard] allow = ["test-infrastructure"]``). Empty when the
+    task has no reference fix or it does not apply (which a seed needing it reports).
+    """
+    if task.patch is None or not task.patch.strip():
+        return ()
+    try:
+        fixed = patches.apply(folder, task.base_commit, task.patch, what="the reference fix")
+        return tuple(path for path, _ in fixed.test_infrastructure())
+    except PatchProblem:
+        return ()
+
+
 def oracle_files(
     task: TaskInstance, folder: Path, tests: Mapping[str, bytes]
 ) -> tuple[tuple[str, ...], dict[str, bytes], tuple[str, ...]]:

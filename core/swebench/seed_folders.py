@@ -50,6 +50,8 @@ class SeedSpec:
     runtime: Mapping[str, Any] | None
     limits: Mapping[str, int]
     instance: InstanceNote
+    #: The seed's ``[guard] allow``.
+    guard_allow: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -134,6 +136,8 @@ def render_manifest(spec: SeedSpec) -> str:
         lines += ["", "[runtime]"]
         for key, value in spec.runtime.items():
             lines.append(f"{key} = {_value(value)}")
+    if spec.guard_allow:
+        lines += ["", "[guard]", f"allow = {_strings(spec.guard_allow)}"]
     lines += ["", "[limits]"]
     lines += [f"{key} = {_value(value)}" for key, value in spec.limits.items()]
     return "\n".join(lines) + "\n"

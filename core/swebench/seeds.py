@@ -23,6 +23,7 @@ from pathlib import Path
 import attrs
 
 from ..errors import UsageError
+from ..seeds import TEST_INFRASTRUCTURE
 from . import patches
 from .patches import PatchProblem
 from .seed_contents import (
@@ -33,6 +34,7 @@ from .seed_contents import (
     SEED_LIMITS,
     ImportOptions,
     TestFiles,
+    fix_test_infrastructure,
     has_project_table,
     oracle_files,
     prompt_of,
@@ -65,6 +67,7 @@ __all__ = [
     "SeedSpec",
     "TestFiles",
     "batch_task_id",
+    "fix_test_infrastructure",
     "has_project_table",
     "import_task",
     "instance_note",
@@ -166,6 +169,12 @@ def import_task(
         editable = options.editable
         how = ", ".join(editable)
     listed = tuple(sorted(tests.files))
+    infrastructure = fix_test_infrastructure(task, folder)
+    if infrastructure:
+        notes.append(
+            f"{infrastructure[0]}: the reference fix changes the test framework's own files, "
+            f'so plans may too ([guard] allow = ["{TEST_INFRASTRUCTURE}"])'
+        )
     spec = SeedSpec(
         name=name,
         description=f"SWE-bench {task.instance_id}: {task.repo} at {task.base_commit[:12]}; "
@@ -183,6 +192,7 @@ def import_task(
         runtime=runtime_of(options, folder, task.base_commit),
         limits=SEED_LIMITS,
         instance=instance_note(task, list(placeholders)),
+        guard_allow=(TEST_INFRASTRUCTURE,) if infrastructure else (),
     )
     written = write_seed(out, spec, line=task.line)
     return ImportedSeed(
