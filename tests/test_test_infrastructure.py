@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_swebench
 from conftest import AgentRun
-from test_swebench import Bench, bench, diff_of_base, evaluate, swe  # noqa: F401 (fixtures)
+from test_swebench import Bench, diff_of_base, evaluate
 
 BROKEN = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
@@ -44,6 +45,9 @@ TOP = {"setup.cfg": SETUP_CFG, "pyproject.toml": PYPROJECT, "pytest.ini": ""}
 EVIL_INI = "[pytest]\naddopts = -p evil_plugin\n"
 
 RunAgent = Callable[..., AgentRun]
+# The SWE-bench module's repository and tasks, and its ``agent swebench`` runner.
+bench = test_swebench.bench
+swe = test_swebench.swe
 
 
 def seed_folder(tmp_path: Path, *, extra: str = "", name: str = "infra") -> Path:
@@ -218,8 +222,8 @@ def test_a_guard_allowance_the_agent_does_not_know_is_still_refused(
 )
 def test_a_prediction_changing_test_infrastructure_is_not_resolved_and_its_line_names_it(
     files: dict[str, str],
-    swe: Callable[..., AgentRun],  # noqa: F811
-    bench: Bench,  # noqa: F811
+    swe: Callable[..., AgentRun],
+    bench: Bench,
     tmp_path: Path,
 ) -> None:
     # The honest fix, with a file steering the tests beside it.
@@ -241,8 +245,8 @@ def test_a_prediction_changing_test_infrastructure_is_not_resolved_and_its_line_
 
 
 def test_a_prediction_with_the_same_fix_and_nothing_else_is_resolved(
-    swe: Callable[..., AgentRun],  # noqa: F811
-    bench: Bench,  # noqa: F811
+    swe: Callable[..., AgentRun],
+    bench: Bench,
     tmp_path: Path,
 ) -> None:
     done, report, _ = evaluate(swe, bench, tmp_path, {"acme__calc-1": bench.gold()["acme__calc-1"]})
@@ -250,16 +254,16 @@ def test_a_prediction_with_the_same_fix_and_nothing_else_is_resolved(
     assert report["resolved_ids"] == ["acme__calc-1"], done.stderr
 
 
-def _tasks_with_fix(bench: Bench, tmp_path: Path, files: dict[str, str]) -> list[dict[str, Any]]:
+def _tasks_with_fix(made: Bench, tmp_path: Path, files: dict[str, str]) -> list[dict[str, Any]]:
     """The module's tasks, the first one's reference fix also changing ``files``."""
-    tasks = [dict(task) for task in bench.tasks]
-    tasks[0]["patch"] = tasks[0]["patch"] + diff_of_base(bench, tmp_path, files)
+    tasks = [dict(task) for task in made.tasks]
+    tasks[0]["patch"] = tasks[0]["patch"] + diff_of_base(made, tmp_path, files)
     return tasks
 
 
 def test_a_task_whose_fix_changes_test_infrastructure_lets_its_predictions_do_so(
-    swe: Callable[..., AgentRun],  # noqa: F811
-    bench: Bench,  # noqa: F811
+    swe: Callable[..., AgentRun],
+    bench: Bench,
     tmp_path: Path,
 ) -> None:
     # As in pytest's own repository, where the fix is in the framework's modules.
