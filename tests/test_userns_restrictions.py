@@ -668,6 +668,25 @@ def test_doctor_and_a_run_agree_on_a_bwrap_in_a_folder_only_its_owner_may_enter(
         LocalSandbox().run_test(calculator_job())
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root caller's sandbox changes user")
+def test_doctor_says_the_sandboxs_user_is_denied_what_a_bwrap_script_runs_from_a_closed_folder(
+    run_agent: RunAgent, shared: Path, private_bwrap: Path
+) -> None:
+    # The agent binds the script's own folder for the sandbox's user, not what it runs.
+    script = standin(shared / "wrapper", "bwrap", f'exec {private_bwrap} "$@"')
+
+    run = run_agent("doctor", "--json", env={ENVIRONMENT: str(script)})
+
+    assert run.returncode == 2, run.stdout + run.stderr
+    findings = {f["item"]: f for f in run.json()["findings"]}
+    bwrap = findings["bwrap"]
+    assert bwrap["ok"] is False
+    assert bwrap["detail"].startswith(f"{script} could not be started as the sandbox's user (")
+    assert f"exec: {private_bwrap}: Permission denied" in bwrap["detail"]
+    assert f"name bwrap itself in {ENVIRONMENT}, not a script that runs another" in bwrap["fix"]
+    assert not any(item.startswith("namespace ") for item in findings)  # no cause is guessed
+
+
 def test_a_bwrap_flooding_its_error_output_still_ends_in_one_short_sandbox_error(
     run_agent: RunAgent, write_plan: Callable[..., Path], shared: Path
 ) -> None:

@@ -125,6 +125,34 @@ def _version(bwrap: Path) -> str:
     return shown(said) if code == 0 and said else "version unknown"
 
 
+def denied(said: str) -> bool:
+    """Whether what a probe said is a file denied to its user, rather than bwrap's own words
+    (``bwrap: ...``, a refused namespace among them)."""
+    own = any(line.startswith("bwrap: ") for line in said.splitlines())
+    return "Permission denied" in said and not own and not refused(said)
+
+
+def unreachable(bwrap: Path, said: str, user: SandboxUser | None) -> Finding:
+    """The finding for a ``bwrap`` that the sandbox's user was denied: itself, or what it runs.
+
+    A root caller's sandbox starts bwrap as another user, who reaches only bwrap's own
+    folder (and the bundled bwrap's libraries) of a folder closed to them, such as
+    ``/root``: a script named as bwrap that runs another from there is denied.
+    """
+    as_whom = "you" if user is None else f"the sandbox's user ({user.describe()})"
+    who = "you" if user is None else "the sandbox's user"
+    return Finding(
+        "bwrap",
+        ok=False,
+        detail=f"{bwrap} could not be started as {as_whom}: {shown(said)}",
+        fix=f"{who} must be able to run {bwrap} and whatever it runs: the agent makes only "
+        "bwrap's own folder reachable through folders closed to that user (such as /root), "
+        f"so name bwrap itself in {ENVIRONMENT}, not a script that runs another, or keep "
+        "what it runs where any user may reach it; see Troubleshooting in the documentation "
+        "(docs/troubleshooting.md)",
+    )
+
+
 def _bwrap_findings() -> Iterator[Finding]:
     try:
         bwrap = bwrap_executable()
@@ -148,6 +176,9 @@ def _bwrap_findings() -> Iterator[Finding]:
             detail=f"{bwrap} gave {said} when asked to start `true` in a sandbox's namespaces",
             fix=f"check that {bwrap} is bwrap (`{bwrap} --version`), or unset {ENVIRONMENT}",
         )
+        return
+    if said is not None and denied(said):
+        yield unreachable(bwrap, said, sandbox_user())
         return
     instead = ""
     if said is not None and refused(said):
