@@ -45,6 +45,13 @@ TOP = {"setup.cfg": SETUP_CFG, "pyproject.toml": PYPROJECT, "pytest.ini": ""}
 EVIL_INI = "[pytest]\naddopts = -p evil_plugin\n"
 
 RunAgent = Callable[..., AgentRun]
+
+
+def by_path(*cases: tuple[str, str]) -> list[Any]:
+    """Each (path, content) case, named by its path."""
+    return [pytest.param(path, content, id=path) for path, content in cases]
+
+
 # The SWE-bench module's repository and tasks, and its ``agent swebench`` runner.
 bench = test_swebench.bench
 swe = test_swebench.swe
@@ -78,14 +85,14 @@ def run_plan(
 
 @pytest.mark.parametrize(
     ("path", "content"),
-    [
+    by_path(
         ("tests/pytest.ini", EVIL_INI),
         ("pkg/pytest.py", "def main():\n    return 0\n"),
         ("lib/extra.pth", "import evil_plugin\n"),
         ("pkg/sitecustomize.py", "import evil_plugin\n"),
         ("sub/setup.cfg", SETUP_CFG.replace("-q", "-q -p evil_plugin")),
         ("sub/pyproject.toml", PYPROJECT.replace('"-q"', '"-q -p evil_plugin"')),
-    ],
+    ),
 )
 def test_a_plan_changing_an_editable_file_that_steers_the_tests_is_refused_naming_it(
     path: str, content: str, run_agent: RunAgent, write_plan: Callable[..., Path], tmp_path: Path
@@ -102,7 +109,7 @@ def test_a_plan_changing_an_editable_file_that_steers_the_tests_is_refused_namin
 
 @pytest.mark.parametrize(
     ("path", "content"),
-    [
+    by_path(
         ("pytest.ini", EVIL_INI),
         ("conftest.py", "import evil_plugin\n"),
         ("a/b/conftest.py", "import evil_plugin\n"),
@@ -114,7 +121,7 @@ def test_a_plan_changing_an_editable_file_that_steers_the_tests_is_refused_namin
         ("setup.cfg", SETUP_CFG.replace("-q", "-p evil_plugin")),
         ("pyproject.toml", PYPROJECT.replace('"-q"', '"-p evil_plugin"')),
         ("deep/er/tox.ini", EVIL_INI),
-    ],
+    ),
 )
 def test_a_plan_creating_a_file_that_steers_the_tests_is_refused_naming_it(
     path: str, content: str, run_agent: RunAgent, write_plan: Callable[..., Path], tmp_path: Path
@@ -204,7 +211,8 @@ def test_a_guard_allowance_the_agent_does_not_know_is_still_refused(
     done = run_agent("run", "--seed", str(seed), "--plan", str(plan))
 
     assert done.returncode == 2, (done.returncode, done.stderr)
-    assert "test-infrastructure" in done.stderr
+    assert "guard.allow: must be a list of capabilities (" in done.stderr
+    assert "write-code, test-infrastructure)" in done.stderr
     assert "Traceback" not in done.stderr
 
 
