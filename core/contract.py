@@ -16,7 +16,7 @@ Rules beyond the minimal contract, each there to protect the person reviewing a 
   DEL or C1).
 * ``test-infrastructure``: a plan may not create, change or delete a file that
   steers the test framework, at any depth and whatever the seed's editable
-  patterns match (:func:`test_infrastructure_problem`), unless the seed says
+  patterns match (``test_infrastructure_problem``), unless the seed says
   ``[guard] allow = ["test-infrastructure"]``.
 
 Every rejection about a file names it by its path as given, or by the path's
@@ -173,7 +173,7 @@ def check_plan(
         known here (a planner checking its own answer), and the rule is left to the
         seed's patch contract, which the orchestrator applies to every plan.
     :param originals: the seed's text of files the plan replaces, by path; the rule
-        reads those :func:`needs_original` names (a path missing here is a new file).
+        reads those ``needs_original`` names (a path missing here is a new file).
     """
     rejections: list[Rejection] = []
     count = len(plan.files)
