@@ -10,6 +10,7 @@ and the test IDs a graded seed lists. Each problem is a
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
@@ -23,6 +24,7 @@ from . import contract, git_source, patterns, seed_files, seed_folder, verdict
 from .errors import UsageError
 from .evidence import GUARD_CAPABILITIES
 from .manifest_errors import ManifestError, key_lines
+from .output_tests import MAX_OUTPUT_TESTS, MAX_TEXT_CHARS, OutputTest
 from .seeds import (
     ALWAYS_TEST_PATHS,
     TEST_INFRASTRUCTURE,
@@ -60,8 +62,19 @@ _KEYS = frozenset(
         "context_budget_bytes",
         "fail_to_pass",
         "pass_to_pass",
+        "output_command",
+        "output_tests",
     }
 )
+_OUTPUT_TEST_KEYS = frozenset(
+    {"name", "hidden", "argv", "stdin", "stdout", "exit_code", "call", "args", "expect"}
+)
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+_CALL = re.compile(rf"{_IDENTIFIER}(\.{_IDENTIFIER})*:{_IDENTIFIER}")
+_OUTPUT_TESTS_HEADER = re.compile(r"\s*\[\[\s*output_tests\s*\]\]\s*(#.*)?")
+#: The longest name of an output test, and the most arguments one appends.
+MAX_OUTPUT_NAME_CHARS = 100
+MAX_OUTPUT_ARGV = 256
 _RUNTIME_KEYS = frozenset({"python", "requirements", "project"})
 _SOURCE_KEYS = frozenset({"git", "commit"})
 #: Most packages a runtime installs (its requirements, and the project's dependencies).
@@ -144,7 +157,11 @@ class ManifestReader:
                 ("editable",), f"matches test files, which are never editable: {', '.join(clash)}"
             )
         description = self.string(data, "description")
-        test_command = self.strings(data, "test_command")
+        output_command = self.strings(data, "output_command", ())
+        if any("\0" in argument for argument in output_command):
+            raise self.fail(("output_command",), "an argument contains a NUL character")
+        output = self.output_tests(data.get("output_tests", []), output_command)
+        test_command = self.strings(data, "test_command", () if output else None)
         if any("\0" in argument for argument in test_command):
             raise self.fail(("test_command",), "an argument contains a NUL character")
         default_prompt = self.string(data, "default_prompt")
@@ -185,6 +202,8 @@ class ManifestReader:
                 context_budget_bytes=budget,
                 fail_to_pass=fail_to_pass,
                 pass_to_pass=pass_to_pass,
+                output_command=output_command,
+                output_tests=output,
             )
         except (ValueError, TypeError) as error:  # the checks above should leave nothing here
             raise ManifestError(f"{self.manifest}: {error}") from None
@@ -233,6 +252,29 @@ class ManifestReader:
             if problem:
                 raise self.fail((key,), f"{pattern!r}: {problem}")
         return found
+
+    def output_tests(
+        self, tables: object, output_command: tuple[str, ...]
+    ) -> tuple[OutputTest, ...]:
+        """The ``[[output_tests]]`` tables, each checked, with its expectations as JSON."""
+        if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+            raise self.fail(("output_tests",), "must be tables ([[output_tests]])")
+        if len(tables) > MAX_OUTPUT_TESTS:
+            raise self.fail(("output_tests",), f"{len(tables)} tests; at most {MAX_OUTPUT_TESTS}")
+        headers = [
+            number
+            for number, line in enumerate(self.text.splitlines(), 1)
+            if _OUTPUT_TESTS_HEADER.fullmatch(line)
+        ]
+        found: list[OutputTest] = []
+        for index, table in enumerate(tables):
+            test = _OutputTestReader(self, index, headers).read(table, output_command)
+            if any(other.name == test.name for other in found):
+                raise _OutputTestReader(self, index, headers).fail(
+                    "name", f"{test.name!r}: another output test has that name"
+                )
+            found.append(test)
+        return tuple(found)
 
     def source(self, table: object, root: Path) -> git_source.SourceTree | None:
         if table is None:
@@ -492,3 +534,138 @@ def _tree_clash(added: tuple[str, ...], tree: list[git_source.TreeFile]) -> str 
         if path in folders:
             return f"{path!r}: a folder of the tree; a seed's file may replace a file of it only"
     return None
+
+
+@attrs.define
+class _OutputTestReader:
+    """Reads one ``[[output_tests]]`` table (the ``index``-th), naming its line in each
+    problem: the line of the key within the table, or else of the table's header."""
+
+    reader: ManifestReader
+    index: int
+    headers: list[int]
+
+    def fail(self, key: str | None, problem: str) -> ManifestError:
+        lines = self.reader.text.splitlines()
+        line = self.headers[self.index] if self.index < len(self.headers) else None
+        if line is not None and key is not None:
+            end = self.headers[self.index + 1] if self.index + 1 < len(self.headers) else None
+            assignment = re.compile(rf"\s*{re.escape(key)}\s*=")
+            for number in range(line + 1, (end or len(lines) + 1)):
+                if assignment.match(lines[number - 1]):
+                    line = number
+                    break
+        where = f"line {line}: " if line is not None else ""
+        named = f"output_tests[{self.index + 1}]" + (f".{key}" if key else "")
+        return ManifestError(f"{self.reader.manifest}: {where}{named}: {problem}")
+
+    def read(self, table: dict[str, Any], output_command: tuple[str, ...]) -> OutputTest:
+        for key in table:
+            if key not in _OUTPUT_TEST_KEYS:
+                known = ", ".join(sorted(_OUTPUT_TEST_KEYS))
+                raise self.fail(key, f"unknown key (known: {known})")
+        name = table.get("name", f"output-{self.index + 1}")
+        if (
+            not isinstance(name, str)
+            or not name.strip()
+            or len(name) > MAX_OUTPUT_NAME_CHARS
+            or patterns.has_control_character(name)
+        ):
+            raise self.fail(
+                "name",
+                f"must be a non-empty string of at most {MAX_OUTPUT_NAME_CHARS} characters, "
+                "no control characters",
+            )
+        hidden = table.get("hidden", False)
+        if not isinstance(hidden, bool):
+            raise self.fail("hidden", "must be true or false")
+        program = "argv" in table or "stdin" in table
+        if ("call" in table) == program:
+            raise self.fail(
+                None,
+                "give either call (a function to call) or argv and/or stdin (arguments of the "
+                "output command), not both nor neither",
+            )
+        if program:
+            return self.program(table, name, hidden, output_command)
+        return self.call(table, name, hidden)
+
+    def program(
+        self, table: dict[str, Any], name: str, hidden: bool, output_command: tuple[str, ...]
+    ) -> OutputTest:
+        for key in ("args", "expect"):
+            if key in table:
+                raise self.fail(key, "belongs to a call test; this one runs the output command")
+        if not output_command:
+            raise self.fail(None, "runs the output command, and the seed has no output_command")
+        argv = table.get("argv", [])
+        if (
+            not isinstance(argv, list)
+            or not all(isinstance(item, str) and "\0" not in item for item in argv)
+            or len(argv) > MAX_OUTPUT_ARGV
+            or sum(len(item) for item in argv) > MAX_TEXT_CHARS
+        ):
+            raise self.fail(
+                "argv",
+                f"must be a list of at most {MAX_OUTPUT_ARGV} strings (no NUL character, "
+                f"{MAX_TEXT_CHARS} characters in all)",
+            )
+        stdin = self.text(table, "stdin", required=False)
+        stdout = self.text(table, "stdout", required=True)
+        exit_code = table.get("exit_code", 0)
+        if (
+            isinstance(exit_code, bool)
+            or not isinstance(exit_code, int)
+            or not 0 <= exit_code <= 255
+        ):
+            raise self.fail("exit_code", "must be an integer from 0 to 255")
+        return OutputTest(
+            name=name,
+            hidden=hidden,
+            argv=tuple(argv),
+            stdin=stdin,
+            stdout=stdout,
+            exit_code=exit_code,
+        )
+
+    def call(self, table: dict[str, Any], name: str, hidden: bool) -> OutputTest:
+        for key in ("stdout", "exit_code"):
+            if key in table:
+                raise self.fail(key, "belongs to a test of the output command; this one is a call")
+        call = table["call"]
+        if not isinstance(call, str) or not _CALL.fullmatch(call):
+            raise self.fail("call", "must be module:function (identifiers, the module dotted)")
+        args = table.get("args", [])
+        if not isinstance(args, list):
+            raise self.fail("args", "must be a list of the call's arguments (JSON values)")
+        if "expect" not in table:
+            raise self.fail(None, "a call test needs expect, the value the call must return")
+        return OutputTest(
+            name=name,
+            hidden=hidden,
+            call=call,
+            args=self.json(table, "args"),
+            expect=self.json(table, "expect"),
+        )
+
+    def text(self, table: dict[str, Any], key: str, *, required: bool) -> str | None:
+        if key not in table:
+            if required:
+                raise self.fail(None, f"a test of the output command needs {key}")
+            return None
+        value = table[key]
+        if not isinstance(value, str) or len(value) > MAX_TEXT_CHARS:
+            raise self.fail(key, f"must be a string of at most {MAX_TEXT_CHARS} characters")
+        return value
+
+    def json(self, table: dict[str, Any], key: str) -> str:
+        """``table[key]`` as JSON text; a TOML date or time, which JSON lacks, is refused."""
+        try:
+            text = json.dumps(table[key], allow_nan=False, sort_keys=True, ensure_ascii=False)
+        except (TypeError, ValueError):
+            raise self.fail(
+                key, "must hold JSON values only (no dates or times, no nan or inf)"
+            ) from None
+        if len(text) > MAX_TEXT_CHARS:
+            raise self.fail(key, f"must be at most {MAX_TEXT_CHARS} characters as JSON")
+        return text

@@ -26,6 +26,7 @@ from .errors import Rejection
 from .evidence import EVIDENCE_TIERS, TestHarness, TestList, TestReport
 from .git_source import SourceTree
 from .grading import Grade
+from .output_tests import OutputProbe, OutputTestResult
 from .planning import CANDIDATE_TEMPERATURE as CANDIDATE_TEMPERATURE
 from .planning import FEEDBACK_OUTPUT_CHARS as FEEDBACK_OUTPUT_CHARS
 from .planning import MAX_ATTEMPTS as MAX_ATTEMPTS
@@ -72,6 +73,8 @@ class SandboxJob:
         the runner puts it in the project folder read-only and ``files`` on top of it
         (``files`` then holds only the seed's own files and the editable ones).
         ``None``: ``files`` is the whole project.
+    :ivar output_probes: how to run each of the seed's output tests (see
+        :mod:`~.output_tests`): never what they must give, nor which are hidden.
     """
 
     seed: str
@@ -81,6 +84,7 @@ class SandboxJob:
     runtime: SeedRuntime | None = None
     harness: TestHarness | None = None
     tree: SourceTree | None = None
+    output_probes: tuple[OutputProbe, ...] = ()
 
 
 #: The limits a runner may name in :attr:`SandboxOutcome.limit_hit`.
@@ -107,6 +111,10 @@ class SandboxOutcome:
     :ivar grade: for a seed with ``fail_to_pass`` or ``pass_to_pass`` tests, what became
         of each (set by the agent from ``test_report``, see :mod:`~.grading`); ``None``
         for a seed without them.
+    :ivar output_tests: what became of each of the seed's output tests, judged by the
+        agent outside the sandbox (see :mod:`~.output_tests`; set by the agent).
+    :ivar output_report: the report's lines of the output tests' probes, kept (signed) when
+        the rest of the report is verified and dropped, for the agent to judge them.
     """
 
     runner: str
@@ -120,6 +128,8 @@ class SandboxOutcome:
     report: str | None = attrs.field(default=None, repr=False)
     test_report: TestReport | None = None
     grade: Grade | None = None
+    output_tests: tuple[OutputTestResult, ...] = ()
+    output_report: str | None = attrs.field(default=None, repr=False)
 
     @property
     def tests_passed(self) -> bool:
@@ -129,8 +139,10 @@ class SandboxOutcome:
         is complete and trustworthy, in time and within every limit, and every listed
         test passed, whatever the exit status and the other tests. Any other seed's
         needs exit code 0, in time, no limit hit, and the framework's evidence (if any)
-        to agree.
+        to agree. Every output test of the seed must pass as well.
         """
+        if not all(test.passed for test in self.output_tests):
+            return False
         if self.grade is not None:
             return self.grade.resolved
         evidence = self.test_report is None or self.test_report.passed
@@ -169,6 +181,8 @@ class Attempt:
     :ivar grade: for a graded seed (``fail_to_pass``, ``pass_to_pass``), what became of
         each listed test and the resolution; ``None`` when not graded or not tested.
     :ivar cost: the planner call's cost in US dollars, when a price table prices it.
+    :ivar output_tests: what became of each of the seed's output tests; empty when the
+        seed has none or the plan was not tested.
     """
 
     number: int
@@ -191,6 +205,7 @@ class Attempt:
     test_report: TestReport | None = None
     grade: Grade | None = None
     cost: float | None = None
+    output_tests: tuple[OutputTestResult, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -256,6 +271,8 @@ class RunResult:
     :ivar evidence: what the verdict rests on, one of
         :data:`~.evidence.EVIDENCE_TIERS` (the weakest, when it rests on more than one):
         ``exit-status``, ``framework`` or ``output``; ``None`` in an older record.
+    :ivar output_tests: what became of each of the seed's output tests in the attempt the
+        verdict rests on (see :mod:`~.output_tests`).
     """
 
     seed: str
@@ -288,6 +305,7 @@ class RunResult:
     spend: Spend | None = None
     test_list: TestList | None = None
     evidence: str | None = attrs.field(default=None, validator=v.optional(v.in_(EVIDENCE_TIERS)))
+    output_tests: tuple[OutputTestResult, ...] = ()
 
 
 @attrs.frozen

@@ -34,6 +34,7 @@ from .model import (
     SandboxJob,
     SeedProject,
 )
+from .output_tests import NO_TEST_COMMAND, judged
 from .plan_requests import feedback_on, plan_request, prompt_summary
 from .policy_checks import check_plan
 from .protocols import PatchPolicy, Planner, PreparingRunner, Runner, StoppableRunner
@@ -287,11 +288,12 @@ class Search:
         job = SandboxJob(
             seed=self.seed.name,
             files=patched,
-            test_command=self.seed.test_command,
+            test_command=self.seed.test_command or NO_TEST_COMMAND,
             limits=self.seed.limits,
             runtime=self.seed.runtime,
             harness=harness_for(self.seed, patched),
             tree=self.seed.source,
+            output_probes=self.seed.output_probes,
         )
         with self.sandboxes.slot():
             self.prepare(job)
@@ -307,7 +309,7 @@ class Search:
                 outcome = self.runner.run_test_until(job, self.sandboxes.stop)
             else:
                 outcome = self.runner.run_test(job)
-            outcome = graded(verified(job, outcome), self.seed)
+            outcome = graded(verified(job, judged(self.seed, job, outcome)), self.seed)
             outcome = attrs.evolve(outcome, test_report=checked(outcome.test_report, listed))
             self.emit(
                 "sandbox-ended",
@@ -341,6 +343,7 @@ class Search:
                 sandbox_seconds=outcome.duration_seconds,
                 test_report=outcome.test_report,
                 grade=outcome.grade,
+                output_tests=outcome.output_tests,
             )
             # Noted before the slot is given back: stop_all() returns only once it is.
             made.append(tested)
@@ -498,6 +501,7 @@ class Search:
             grade=deciding.grade,
             spend=self.ledger.spent,
             test_list=self.test_list,
+            output_tests=deciding.output_tests,
             evidence=evidence_tier(
                 deciding.test_report,
                 test_command=bool(self.seed.test_command),

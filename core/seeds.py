@@ -26,6 +26,7 @@ from attrs import validators as v
 from . import patterns, seed_files
 from .evidence import GUARD_CAPABILITIES
 from .git_source import SourceTree
+from .output_tests import MAX_OUTPUT_TESTS, OutputProbe, OutputTest
 
 #: Files that steer a test run (pytest's conftest and configuration), so they count as
 #: test files in every seed: a plan that could rewrite them could fake any test result.
@@ -200,7 +201,8 @@ class SeedProject:
         (:mod:`~sandboxed_coding_agent.core.patterns`), each matching at least one
         file, none matching a test file. Plans may only replace existing files.
     :ivar test_command: argv run in the project folder inside the sandbox;
-        a leading ``python`` means the sandbox's Python interpreter.
+        a leading ``python`` means the sandbox's Python interpreter. Empty only for a
+        seed with output tests, which are then its only tests.
     :ivar default_prompt: the instruction used when the user gives none.
     :ivar limits: bounds on plans and on the test run.
     :ivar test_paths: paths or patterns of the files that prove a patch; together with
@@ -238,6 +240,11 @@ class SeedProject:
         before the fix and must pass after it.
     :ivar pass_to_pass: test IDs that pass before the fix and must still pass after it.
         With either list, the run is graded test by test (:mod:`~.grading`).
+    :ivar output_command: argv of the program the output tests that give ``argv`` or
+        ``stdin`` run (their arguments appended); a leading ``python`` means the sandbox's.
+    :ivar output_tests: the seed's output tests, with what each must give: the agent
+        keeps those and compares them outside the sandbox (:mod:`~.output_tests`). A seed
+        whose output tests are its only tests has no ``test_command`` (an empty one).
     """
 
     name: str = attrs.field(validator=v.matches_re(r"[a-z0-9][a-z0-9._-]{0,63}"))
@@ -245,7 +252,7 @@ class SeedProject:
     root: Path = attrs.field(converter=Path)
     files: tuple[str, ...] = attrs.field(converter=_as_tuple)
     editable_paths: tuple[str, ...] = attrs.field(converter=_as_tuple)
-    test_command: tuple[str, ...] = attrs.field(converter=_as_tuple, validator=v.min_len(1))
+    test_command: tuple[str, ...] = attrs.field(converter=_as_tuple)
     default_prompt: str
     limits: SeedLimits = attrs.field(factory=SeedLimits)
     test_paths: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
@@ -269,6 +276,26 @@ class SeedProject:
     )
     fail_to_pass: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
     pass_to_pass: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
+    output_command: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
+    output_tests: tuple[OutputTest, ...] = attrs.field(
+        default=(), validator=v.max_len(MAX_OUTPUT_TESTS)
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if not self.test_command and not self.output_tests:
+            raise ValueError("a seed needs a test command, output tests, or both")
+        programs = [t.name for t in self.output_tests if not t.is_call]
+        if programs and not self.output_command:
+            raise ValueError(f"output test {programs[0]!r} runs the output command: there is none")
+        names = [t.name for t in self.output_tests]
+        if len(set(names)) != len(names):
+            raise ValueError("two output tests have the same name")
+
+    @property
+    def output_probes(self) -> tuple[OutputProbe, ...]:
+        """What a sandbox receives of the output tests: how to run them, never what they
+        must give nor which are hidden (see :mod:`~.output_tests`)."""
+        return tuple(test.probe(self.output_command) for test in self.output_tests)
 
     @editable_paths.validator
     def _editable_paths_are_files(self, _: attrs.Attribute[object], value: tuple[str, ...]) -> None:

@@ -20,6 +20,7 @@ from pathlib import PurePosixPath
 
 import attrs
 
+from . import output_tests
 from .evidence import GuardFinding, TestCaseResult, TestHarness, TestReport
 from .model import SandboxJob, SandboxOutcome, SeedProject
 
@@ -107,8 +108,16 @@ def harness_settings(
         "files": sorted(job.files),
         "allow": list(harness.allow) if harness else [],
         "writable": list(writable),
+        "probes": [attrs.asdict(probe) for probe in job.output_probes],
+        "probe_timeout": probe_timeout(job),
     }
     return json.dumps(settings).encode("utf-8")
+
+
+def probe_timeout(job: SandboxJob) -> float:
+    """The seconds each output test's probe may take: an equal share of the test's time,
+    with a share left for the test command."""
+    return job.limits.test_timeout_seconds / (len(job.output_probes) + 1)
 
 
 def verified(job: SandboxJob, outcome: SandboxOutcome) -> SandboxOutcome:
@@ -121,7 +130,8 @@ def verified(job: SandboxJob, outcome: SandboxOutcome) -> SandboxOutcome:
         report = TestReport(framework=None, status="exit-status")
     else:
         report = read_report(outcome.report, harness)
-    return attrs.evolve(outcome, report=None, test_report=report)
+    probes = output_tests.probe_prefix(outcome.report) if job.output_probes else None
+    return attrs.evolve(outcome, report=None, test_report=report, output_report=probes)
 
 
 def read_report(text: str, harness: TestHarness) -> TestReport:
@@ -134,9 +144,14 @@ def read_report(text: str, harness: TestHarness) -> TestReport:
     guard: list[GuardFinding] = []
     status = "missing"
     detail: str | None = "the test ended before the framework's report"
+    probes = 0  # the output tests' lines, which come first, numbered in a series of their own
     for number, line in enumerate(text.splitlines(), start=1):
         record = _signed(line, key)
-        if record is None or record.get("seq") != number or status != "missing":
+        output = record is not None and record.get("kind") == "output"
+        if output and probes == number - 1 and record and record.get("seq") == number:
+            probes += 1
+            continue
+        if record is None or record.get("seq") != number - probes or status != "missing":
             detail = "the framework's report was not the harness's (a line is not signed)"
             return TestReport(framework, "tampered", tuple(tests.values()), tuple(guard), detail)
         kind = record.get("kind")

@@ -20,6 +20,7 @@ FILES = (
     "frameworks.py",
     "unittest_runner.py",
     "pytest_plugin.py",
+    "output_tests.py",
 )
 
 

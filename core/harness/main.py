@@ -17,11 +17,16 @@ What it does, in order, before any code of the seed runs:
    (``/proc/1/mem``, ``process_vm_readv``) or copy its descriptors
    (``pidfd_getfd``). As PID 1 its exit status is what the runner's
    ``bwrap --as-pid-1`` reports, so no other process can change it.
-3. With a test command that is not a known framework's, it starts the
+3. With output tests (``probes`` in its settings), it runs each probe in a
+   fresh process (:mod:`.output_tests`) and writes what it gave as a signed
+   line of kind ``output`` to the report, numbered in a series of its own,
+   before any code of the seed runs in this process. The expected values are
+   not in the sandbox: the agent compares them outside it.
+4. With a test command that is not a known framework's, it starts the
    command, reaps every process that ends, and exits with the command's
    status once it ends (the rest of the sandbox is then killed by the
    kernel). The verdict rests on that status alone.
-4. With ``unittest`` or ``pytest``, it installs the guard
+5. With ``unittest`` or ``pytest``, it installs the guard
    (:mod:`sandboxed_coding_agent.core.guard`'s text, run in this process) and
    runs the framework in this process, noting which tests ran and how each
    ended from the framework's own calls, and writes each as a line signed
@@ -153,17 +158,24 @@ def main(argv: list[str]) -> None:
     command = [str(part) for part in settings["argv"]]
     report_fd = int(settings.get("report_fd", -1))
     report_path = settings.get("report_path")
-    if report_fd < 0 and report_path and settings.get("framework") is not None:
+    probes = settings.pop("probes", None) or []
+    framework = settings.get("framework")
+    if report_fd < 0 and report_path and (framework is not None or probes):
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
         report_fd = os.open(str(report_path), flags, 0o600)
     if report_fd >= 0:
         os.set_inheritable(report_fd, False)
-    framework = settings.get("framework")
+    key = bytes.fromhex(str(settings.pop("key")))
+    if probes:
+        # First, while no code of the seed has run in this process: each probe in a fresh
+        # one, its line signed here, before the guard's (which number theirs from 1 again).
+        timeout = float(settings.get("probe_timeout", 10.0))
+        _load("output_tests").run_probes(probes, timeout, _signer(report_fd, key))
     if framework is None:
         if report_fd >= 0:
             os.close(report_fd)
+        del key
         os._exit(supervise(command))
-    key = bytes.fromhex(str(settings.pop("key")))
     # As PID 1, the kernel's SIGXCPU at the CPU limit would be ignored (no handler): end as
     # a process killed by it would, so the limit is reported as such.
     import signal
@@ -178,6 +190,31 @@ def main(argv: list[str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _signer(fd: int, key: bytes) -> Any:
+    """A function writing one line of kind ``output`` to the report, signed with ``key``
+    (HMAC-SHA256, as the guard's lines), numbered from 1 in a series of their own."""
+    import hashlib
+    import hmac
+
+    count = [0]
+
+    def write(kind: str, **fields: Any) -> None:
+        count[0] += 1
+        fields["kind"], fields["seq"] = kind, count[0]
+        body = json.dumps(fields, sort_keys=True)
+        mac = hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest()
+        data = (mac + " " + body + "\n").encode("utf-8")
+        while data and fd >= 0:
+            try:
+                data = data[os.write(fd, data) :]
+            except InterruptedError:
+                continue
+            except OSError:
+                return
+
+    return write
 
 
 def run_framework(framework: str, command: list[str], frameworks: Any, collectors: Any) -> int:
