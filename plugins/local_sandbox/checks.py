@@ -125,11 +125,16 @@ def _version(bwrap: Path) -> str:
     return shown(said) if code == 0 and said else "version unknown"
 
 
+#: What a shell or a loader says of a file its user may not reach: denied, or (under a closed
+#: folder the agent covered to bind bwrap's own folder back) not there.
+UNREACHABLE = ("Permission denied", "not found", "No such file or directory")
+
+
 def denied(said: str) -> bool:
-    """Whether what a probe said is a file denied to its user, rather than bwrap's own words
-    (``bwrap: ...``, a refused namespace among them)."""
+    """Whether what a probe said is a file its user could not reach, rather than bwrap's own
+    words (``bwrap: ...``, a refused namespace among them)."""
     own = any(line.startswith("bwrap: ") for line in said.splitlines())
-    return "Permission denied" in said and not own and not refused(said)
+    return any(words in said for words in UNREACHABLE) and not own and not refused(said)
 
 
 def unreachable(bwrap: Path, said: str, user: SandboxUser | None) -> Finding:
