@@ -265,13 +265,33 @@ def test_infrastructure_problem(path: str, content: str | None, original: str | 
         return None if changed is None else changed + _HOOK
     if name.endswith(".pth"):
         return "Python runs a .pth file's import lines as it starts" + _HOOK
+    module = _shadowing_module(parts)
+    if module is not None:
+        return (
+            f"a module or package named {module!r} on the import path is imported in "
+            "place of the test framework's own, its plugins' or Python's start-up hooks" + _HOOK
+        )
+    return None
+
+
+def test_infrastructure_scope(path: str) -> str:
+    """What makes ``path`` test infrastructure: the package named after the framework it
+    stands in (``src/_pytest`` for ``src/_pytest/python.py``), else the path itself."""
+    parts = path.split("/")
+    for depth in range(len(parts) - 1):
+        if _shadowing_module(parts[: depth + 1], folder=True) is not None:
+            return "/".join(parts[: depth + 1])
+    return path
+
+
+def _shadowing_module(parts: Sequence[str], *, folder: bool = False) -> str | None:
+    """The framework's or start-up hook's name that a folder of ``parts`` or its last
+    part (a file, unless ``folder``) takes, or ``None``."""
     for depth, part in enumerate(parts):
-        module = part if depth < len(parts) - 1 else _module_name(part)
+        last = depth == len(parts) - 1 and not folder
+        module = _module_name(part) if last else part
         if module is not None and (module in _SHADOWING_MODULES or module.startswith("pytest_")):
-            return (
-                f"a module or package named {module!r} on the import path is imported in "
-                "place of the test framework's own, its plugins' or Python's start-up hooks" + _HOOK
-            )
+            return module
     return None
 
 

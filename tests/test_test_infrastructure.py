@@ -262,24 +262,35 @@ def test_a_prediction_with_the_same_fix_and_nothing_else_is_resolved(
     assert report["resolved_ids"] == ["acme__calc-1"], done.stderr
 
 
-def _tasks_with_fix(made: Bench, tmp_path: Path, files: dict[str, str]) -> list[dict[str, Any]]:
-    """The module's tasks, the first one's reference fix also changing ``files``."""
-    tasks = [dict(task) for task in made.tasks]
-    tasks[0]["patch"] = tasks[0]["patch"] + diff_of_base(made, tmp_path, files)
-    return tasks
+FRAMEWORK_FIX = {"calc/_pytest/__init__.py": "HOOKS = ()\n"}
 
 
-def test_a_task_whose_fix_changes_test_infrastructure_lets_its_predictions_do_so(
+def tasks_fixing_the_framework(made: Bench, tmp_path: Path) -> Path:
+    """The module's tasks as a tasks file, each reference fix also changing a module of a
+    package named after pytest's own, as fixes in pytest's repository do."""
+    framework = diff_of_base(made, tmp_path, FRAMEWORK_FIX)
+    tasks = [{**task, "patch": task["patch"] + framework} for task in made.tasks]
+    path = tmp_path / "framework-tasks.jsonl"
+    path.write_text("".join(json.dumps(task) + "\n" for task in tasks))
+    return path
+
+
+def test_a_task_whose_fix_changes_the_framework_lets_its_predictions_change_that_package_only(
     swe: Callable[..., AgentRun],
     bench: Bench,
     tmp_path: Path,
 ) -> None:
-    # As in pytest's own repository, where the fix is in the framework's modules.
-    tasks = _tasks_with_fix(bench, tmp_path, {"calc/_pytest/__init__.py": "HOOKS = ()\n"})
-    prediction = tasks[0]["patch"]
-    tasks_file = tmp_path / "tasks.jsonl"
-    tasks_file.write_text("".join(json.dumps(task) + "\n" for task in tasks))
-    preds = bench.predictions_file(tmp_path, {"acme__calc-1": prediction})
+    tasks_file = tasks_fixing_the_framework(bench, tmp_path)
+    gold = bench.gold()
+    same_package = diff_of_base(
+        bench, tmp_path, {**FRAMEWORK_FIX, "calc/_pytest/more.py": "X = 1\n"}
+    )
+    elsewhere = diff_of_base(bench, tmp_path, {"tests/pytest.ini": EVIL_INI})
+    preds = bench.predictions_file(
+        tmp_path,
+        {"acme__calc-1": str(gold["acme__calc-1"]) + same_package,
+         "acme__calc-2": str(gold["acme__calc-2"]) + elsewhere},
+    )  # fmt: skip
     results = tmp_path / "results.jsonl"
 
     done = swe(
@@ -287,15 +298,36 @@ def test_a_task_whose_fix_changes_test_infrastructure_lets_its_predictions_do_so
         "--out", str(results), "--framework", "unittest",
     )  # fmt: skip
 
-    line = json.loads(results.read_text())
-    assert line["outcome"] == "resolved", (line, done.stderr)
-    assert "calc/_pytest/__init__.py" in line["changed_files"]
+    lines = {
+        line["instance_id"]: line for line in map(json.loads, results.read_text().splitlines())
+    }
+    resolved = lines["acme__calc-1"]
+    assert resolved["outcome"] == "resolved", (resolved, done.stderr)
+    assert {"calc/_pytest/__init__.py", "calc/_pytest/more.py"} <= set(resolved["changed_files"])
+    refused = lines["acme__calc-2"]
+    assert refused["outcome"] == "error"
+    assert "[patch-contract:test-infrastructure] (tests/pytest.ini)" in refused["reason"]
+
+
+def test_import_lets_plans_change_the_framework_when_the_reference_fix_does(
+    swe: Callable[..., AgentRun],
+    bench: Bench,
+    tmp_path: Path,
+) -> None:
     out = tmp_path / "seeds"
-    tasks_file.write_text(json.dumps(tasks[0]) + "\n")
+
     imported = swe(
-        "import", str(tasks_file), "--repos", str(bench.repos), "--out", str(out),
-        "--framework", "unittest",
+        "import", str(tasks_fixing_the_framework(bench, tmp_path)), "--repos", str(bench.repos),
+        "--out", str(out), "--framework", "unittest",
     )  # fmt: skip
+
     assert imported.returncode == 0, imported.stderr
     manifest = (out / "acme__calc-1" / "seed.toml").read_text()
     assert '[guard]\nallow = [\n    "test-infrastructure",\n]' in manifest
+    assert "calc/_pytest/__init__.py" in manifest  # editable: the reference fix's files
+    plain = tmp_path / "plain"
+    swe(
+        "import", str(bench.tasks_file(tmp_path)), "--repos", str(bench.repos),
+        "--out", str(plain), "--framework", "unittest",
+    )  # fmt: skip
+    assert "[guard]" not in (plain / "acme__calc-1" / "seed.toml").read_text()

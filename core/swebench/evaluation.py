@@ -16,9 +16,10 @@ test framework (the patch contract's ``test-infrastructure`` rule:
 ``conftest.py``, ``pytest.ini`` or a module named ``pytest`` at any depth, the
 pytest settings of ``setup.cfg`` or ``pyproject.toml``...) is refused as a whole,
 an ``error`` of kind ``policy`` that names the file, unless the task's reference
-fix changes such files too (a fix in the framework itself). Any other change to
-the top-level ``pyproject.toml``, ``setup.cfg`` or ``tox.ini``, which no plan may
-replace, is left out.
+fix changes it too, or another module of the same package of the framework (a
+fix in the framework itself). Any other change to the top-level
+``pyproject.toml``, ``setup.cfg`` or ``tox.ini``, which no plan may replace, is
+left out.
 """
 
 from __future__ import annotations
@@ -115,30 +116,32 @@ class _PlanOf:
 
 
 def plan_of(
-    patched: patches.Patched, tests: Iterable[str], *, test_infrastructure: bool = False
+    patched: patches.Patched, tests: Iterable[str], *, fixed: Iterable[str] = ()
 ) -> _PlanOf:
     """The whole-file plan the model's patch (applied as ``patched``) amounts to.
 
-    :param test_infrastructure: the patch may change files that steer the test framework.
-    :raises PlanRejected: the patch changes such a file, naming each
+    :param fixed: the files steering the test framework that the reference fix changes:
+        the patch may change those, and others of the framework's packages they are in
+        (:func:`~..contract.test_infrastructure_scope`), and no other such file.
+    :raises PlanRejected: the patch changes another such file, naming each
         (``test-infrastructure``).
     :raises _Failed: a change no whole-file plan can make (a deletion, a link, a file
         that is not UTF-8 text, too many files or bytes).
     """
     test_paths = set(tests)
-    if not test_infrastructure:
-        try:
-            steering = patched.test_infrastructure()
-        except PatchProblem as error:
-            raise _Failed("patch", error.message) from None
-        # The task's own test files replace the patch's: what it does to those is moot.
-        refused = [
-            Rejection(policy=contract.POLICY, rule=TEST_INFRASTRUCTURE, message=problem, path=path)
-            for path, problem in steering
-            if path not in test_paths
-        ]
-        if refused:
-            raise PlanRejected(refused)
+    allowed = {contract.test_infrastructure_scope(path) for path in fixed}
+    try:
+        steering = patched.test_infrastructure()
+    except PatchProblem as error:
+        raise _Failed("patch", error.message) from None
+    # The task's own test files replace the patch's: what it does to those is moot.
+    refused = [
+        Rejection(policy=contract.POLICY, rule=TEST_INFRASTRUCTURE, message=problem, path=path)
+        for path, problem in steering
+        if path not in test_paths and contract.test_infrastructure_scope(path) not in allowed
+    ]
+    if refused:
+        raise PlanRejected(refused)
     files: list[PatchFile] = []
     placeholders: dict[str, bytes] = {}
     ignored: list[str] = []
@@ -252,8 +255,13 @@ def _evaluate(
         if not reason.startswith(PATCH_DOES_NOT_APPLY):
             reason = f"{PATCH_DOES_NOT_APPLY}: {reason}"
         raise _Failed("patch", reason) from None
-    allowed = bool(seeds.fix_test_infrastructure(task, folder))
-    planned = plan_of(patched, tests.files, test_infrastructure=allowed)
+    fixed = seeds.fix_test_infrastructure(task, folder)
+    planned = plan_of(patched, tests.files, fixed=fixed)
+    # The plan holds only the framework's files the checks above let through.
+    allowed = any(
+        contract.test_infrastructure_problem(entry.path, entry.content, None) is not None
+        for entry in planned.plan.files
+    )
     if not planned.plan.files:
         return InstanceResult(
             task.instance_id,

@@ -23,7 +23,8 @@ from pathlib import Path
 import attrs
 
 from ..errors import UsageError
-from ..seeds import TEST_INFRASTRUCTURE
+from ..patterns import matches_any
+from ..seeds import ALWAYS_TEST_PATHS, TEST_INFRASTRUCTURE
 from . import patches
 from .patches import PatchProblem
 from .seed_contents import (
@@ -169,7 +170,12 @@ def import_task(
         editable = options.editable
         how = ", ".join(editable)
     listed = tuple(sorted(tests.files))
-    infrastructure = fix_test_infrastructure(task, folder)
+    # Those a plan could replace: never a test file, which the seed keeps out of every plan.
+    infrastructure = [
+        path
+        for path in fix_test_infrastructure(task, folder)
+        if path not in tests.files and not matches_any(path, ALWAYS_TEST_PATHS)
+    ]
     if infrastructure:
         notes.append(
             f"{infrastructure[0]}: the reference fix changes the test framework's own files, "
