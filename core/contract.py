@@ -213,7 +213,9 @@ def check_plan(
 
 #: Files whose mere presence steers pytest: it reads them from the folder of the files it
 #: is given and every folder above, or imports them on its own.
-_FRAMEWORK_FILES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini"})
+_FRAMEWORK_FILES = frozenset(
+    {"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml"}
+)
 #: Files of which pytest reads some sections only: those are compared with the seed's.
 _SECTIONED_FILES = frozenset({"setup.cfg", "tox.ini", "pyproject.toml"})
 #: Modules and packages that would be imported in place of the test framework, its
@@ -243,7 +245,8 @@ def needs_original(path: str) -> bool:
 def test_infrastructure_problem(path: str, content: str | None, original: str | None) -> str | None:
     """Why no plan may give ``path`` the text ``content``, or ``None`` if one may.
 
-    Refused, at any depth: ``conftest.py``, ``pytest.ini`` and ``.pytest.ini``;
+    Refused, at any depth: ``conftest.py``, ``pytest.ini``, ``.pytest.ini``,
+    ``pytest.toml`` and ``.pytest.toml``;
     ``setup.cfg`` and ``tox.ini`` whose sections named after pytest, and
     ``pyproject.toml`` whose tables and keys named after pytest, differ from the
     seed's (a new text that cannot be read and mentions pytest is refused too);

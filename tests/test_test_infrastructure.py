@@ -121,6 +121,7 @@ def test_a_plan_changing_an_editable_file_that_steers_the_tests_is_refused_namin
         ("setup.cfg", SETUP_CFG.replace("-q", "-p evil_plugin")),
         ("pyproject.toml", PYPROJECT.replace('"-q"', '"-p evil_plugin"')),
         ("deep/er/tox.ini", EVIL_INI),
+        ("tests/pytest.toml", '[pytest]\naddopts = ["-p", "evil_plugin"]\n'),
     ),
 )
 def test_a_plan_creating_a_file_that_steers_the_tests_is_refused_naming_it(
