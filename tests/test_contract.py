@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -617,11 +618,19 @@ def test_rejected_plan_never_reaches_a_runner() -> None:
     assert runner.jobs == []
 
 
-def test_accepted_plan_reaches_the_runner_with_only_that_file_replaced() -> None:
+def test_accepted_plan_reaches_the_runner_with_only_that_file_replaced(tmp_path: Path) -> None:
     runner = RecordingRunner()
     plan = plan_of(("calculator.py", FIXED))
-    orchestrator.run(SEED, runner=runner, policies=[PatchContract(), NoPrintCalls()], plan=plan)
-    (job,) = runner.jobs
+    orchestrator.run(
+        SEED,
+        runner=runner,
+        policies=[PatchContract(), NoPrintCalls()],
+        plan=plan,
+        environ={"XDG_STATE_HOME": str(tmp_path)},
+    )
+    # First the unpatched seed, which lists the tests a pass needs; then the plan.
+    unpatched, job = runner.jobs
+    assert unpatched.files["calculator.py"] == (SEED.root / "calculator.py").read_bytes()
     assert job.files["calculator.py"] == FIXED.encode()
     assert job.files["check_calculator.py"] == (SEED.root / "check_calculator.py").read_bytes()
 
