@@ -644,7 +644,7 @@ class _OutputTestReader:
             name=name,
             hidden=hidden,
             call=call,
-            args=self.json(table, "args"),
+            args=self.json({"args": args}, "args"),
             expect=self.json(table, "expect"),
         )
 

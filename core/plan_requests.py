@@ -1,7 +1,8 @@
 """What a planner is sent: the request for a plan, and feedback on the attempt before.
 
 A request never holds a hidden test, and feedback never holds a hidden test's
-output (nor the exit code, which code that read one could choose).
+output (nor the exit code, which code that read one could choose), nor what a
+hidden output test gave or had to give.
 """
 
 from __future__ import annotations
@@ -98,6 +99,9 @@ def feedback_on(
         output, exit_code = None, None
         named = _names_a_file(attempt.test_output, seed.hidden_files)
         note = HIDDEN_TEST_FAILED if named else OUTPUT_WITHHELD
+    said = output_tests_note(attempt)
+    if said:
+        note = f"{note}; {said}" if note else said
     return Feedback(
         attempt=attempt.number,
         files=files,
@@ -108,6 +112,21 @@ def feedback_on(
         note=note,
         answer=answer,
     )
+
+
+def output_tests_note(attempt: Attempt) -> str | None:
+    """What the next attempt is told of the output tests that failed: a visible one's
+    values; of a hidden one, only that it failed (never what it gave nor must give, nor
+    how it failed, which could tell a value apart)."""
+    said = []
+    for test in attempt.output_tests:
+        if test.passed:
+            continue
+        if test.hidden:
+            said.append(f"hidden output test {test.name!r} failed")
+        else:
+            said.append(f"output test {test.name!r} failed: {test.why}")
+    return "; ".join(said) or None
 
 
 def _names_a_file(text: str, paths: Iterable[str]) -> bool:

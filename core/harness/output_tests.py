@@ -96,8 +96,8 @@ def run_probe(probe: dict[str, Any], timeout: float) -> dict[str, Any]:
             argv = [str(part) for part in probe["argv"]]
             if not argv:
                 return {"error": "no command to run"}
-            if argv[0] in ("python", "python3"):
-                argv[0:1] = python
+            if argv[0] in ("python", "python3"):  # as the test command's: the sandbox's
+                argv[0] = sys.executable
             stdin = probe.get("stdin")
             stdin_data = b"" if stdin is None else str(stdin).encode("utf-8")
             stdout = write_end
