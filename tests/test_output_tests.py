@@ -340,6 +340,7 @@ def test_feedback_on_a_hidden_output_test_names_it_and_carries_no_value(
     feedback = str(provider.requests[1].json()["messages"][-1]["content"])
     assert "output test 'add-2-3' failed: returned 1006; expected 5" in feedback
     assert "hidden output test 'add-hidden' failed" in feedback
+    assert "wrong value" not in feedback  # nor how it failed, which could tell a value apart
     # Neither what the hidden call returned (-133 + 1000) nor what it had to (12).
     assert "867" not in feedback
     assert "12" not in feedback.replace("'add-hidden'", "")
