@@ -131,6 +131,11 @@ class OutputTestResult:
     passed: bool
     why: str | None = attrs.field(default=None, validator=v.optional(v.instance_of(str)))
 
+    def describe(self) -> str:
+        """``add-hidden (hidden, wrong value)``: its name, and why it failed."""
+        said = [word for word in ("hidden" if self.hidden else "", self.why or "") if word]
+        return f"{self.name} ({', '.join(said)})" if said else self.name
+
 
 def strict_json(text: str) -> object:
     """``text`` parsed as JSON with no NaN or infinity; :class:`ValueError` otherwise."""
@@ -264,3 +269,18 @@ def judged(seed: SeedProject, job: SandboxJob, outcome: SandboxOutcome) -> Sandb
     report = outcome.report if outcome.report is not None else outcome.output_report
     results = compare_all(seed.output_tests, report, key)
     return attrs.evolve(outcome, output_tests=results)
+
+
+def summary(results: Sequence[OutputTestResult]) -> str:
+    """``1 of 2 passed; failed: add-hidden (hidden, wrong value)``: one line for a summary."""
+    passed = sum(result.passed for result in results)
+    said = f"{passed} of {len(results)} passed"
+    failed = [result.describe() for result in results if not result.passed]
+    return f"{said}; failed: {', '.join(failed)}" if failed else said
+
+
+def listing(results: Sequence[OutputTestResult]) -> str:
+    """Every output test and how it ended, one a line."""
+    return "\n".join(
+        f"{'passed' if result.passed else 'failed':8} {result.describe()}" for result in results
+    )

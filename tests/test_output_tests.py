@@ -7,6 +7,7 @@ show``) and the repair feedback (the fake provider behind the built-in planner).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -403,3 +404,42 @@ def test_too_many_output_tests_are_refused(
 
     assert done.returncode == 2
     assert "101 tests; at most 100" in done.stderr
+
+
+def test_the_summary_lists_the_output_tests_and_why_they_failed(
+    run_agent: Callable[..., AgentRun], write_plan: Callable[..., Path], call_seed: Path
+) -> None:
+    plan = write_plan({"files": [{"path": "calc.py", "content": BROKEN}]})
+
+    done = run_agent("run", "--seed", str(call_seed), "--plan", str(plan))
+
+    assert done.returncode == 1, done.stderr
+    assert (
+        "output tests:    0 of 2 passed; failed: add-2-3 (returned -1; expected 5), "
+        "add-hidden (hidden, wrong value)"
+    ) in done.stdout
+
+
+def test_a_batch_line_and_its_report_list_the_calculators_output_tests(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    provider.reply_plan(("calculator.py", EQUAL_TO_EVERYTHING.replace("a - b", "a + b")))
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"seed": "calculator"}\n')
+    out = tmp_path / "results.jsonl"
+    html = tmp_path / "report.html"
+
+    batch = run_agent("batch", str(tasks), "--out", str(out))
+    shown = run_agent("report", str(out), "--html", str(html))
+
+    assert batch.returncode in (0, 1), batch.stderr
+    line = json.loads(out.read_text("utf-8"))
+    assert line["result"]["tests_passed"] is False
+    assert [(t["name"], t["passed"]) for t in line["result"]["output_tests"]] == [
+        ("add-2-3", False),
+        ("add-hidden", False),
+    ]
+    assert shown.returncode == 0, shown.stderr
+    page = html.read_text("utf-8")
+    assert "output tests: 0 of 2 passed" in page
+    assert "add-hidden (hidden, not plain JSON)" in page

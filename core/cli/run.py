@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from .. import output_tests
 from ..errors import EXIT_TESTS_FAILED, EXIT_TESTS_PASSED, PlanRejected, Rejection, UsageError
 from ..model import (
     CANDIDATE_TEMPERATURE,
@@ -389,6 +390,8 @@ def _print_summary(result: RunResult) -> None:
         lines.append(f"evidence:        {tier}{said}")
     if result.grade is not None:
         lines.append(f"graded:          {result.grade.summary}")
+    if result.output_tests:
+        lines.append(f"output tests:    {output_tests.summary(result.output_tests)}")
     if result.usage is not None:
         lines.append(
             f"tokens:          {result.usage.prompt_tokens} prompt, "

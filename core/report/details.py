@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import attrs
 
+from .. import output_tests
 from ..batch_results import TaskResult
 from ..evidence import TestReport
 from ..grading import Grade
@@ -151,6 +152,10 @@ def _attempt(attempt: Attempt, of: int, blocks: TextBlocks) -> str:
         parts.append(_block(f"rejections{fed}", blocks.add(listed, keep="both"), open_=True))
     parts.append(_diff(attempt.diff, blocks))
     parts.append(_tests(attempt.test_report, attempt.grade, blocks))
+    if attempt.output_tests:
+        said = output_tests.summary(attempt.output_tests).partition(";")[0]
+        listed = output_tests.listing(attempt.output_tests)
+        parts.append(_block(f"output tests: {said}", blocks.add(listed), open_=False))
     if attempt.tested or attempt.test_output:
         fed = (
             " (its end was the feedback the next attempt got, unless the seed hides its tests)"
