@@ -443,3 +443,22 @@ def test_a_batch_line_and_its_report_list_the_calculators_output_tests(
     page = html.read_text("utf-8")
     assert "output tests: 0 of 2 passed" in page
     assert "add-hidden (hidden, not plain JSON)" in page
+
+
+def test_seeds_show_names_the_output_tests_but_none_of_their_values(
+    run_agent: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    seed = seed_folder(tmp_path / "shown", PROGRAM_TESTS, test_command=None)
+
+    shown = run_agent("seeds", "show", str(seed))
+    as_json = run_agent("seeds", "show", str(seed), "--json")
+
+    assert shown.returncode == 0, shown.stderr
+    assert "test command:   none: 2 output tests" in shown.stdout
+    assert "output tests:   2 (1 hidden): argv, stdin (hidden)" in shown.stdout
+    assert "verdict:        its 2 output tests alone" in shown.stdout
+    row = as_json.json()
+    assert row["test_command"] == []
+    assert row["output_command"] == ["python", "prog.py"]
+    assert [test["name"] for test in row["output_tests"]] == ["argv", "stdin"]
+    assert "42" not in as_json.stdout  # the hidden test's expected stdout

@@ -47,11 +47,27 @@ def _seed_row(host: PluginHost, name: str) -> dict[str, Any]:
         "pass_to_pass": list(seed.pass_to_pass),
         "context": list(seed.context_paths),
         "context_budget_bytes": seed.context_budget_bytes,
+        "output_command": list(seed.output_command),
+        # How each runs, never what it must give: that stays with the agent.
+        "output_tests": [
+            {"name": test.name, "hidden": test.hidden, "call": test.call, "argv": test.argv}
+            for test in seed.output_tests
+        ],
     }
 
 
 def _verdict_basis(seed: SeedProject) -> str:
     """What a pass of this seed rests on, for ``seeds show``."""
+    count = len(seed.output_tests)
+    if not seed.test_command:
+        return f"its {count} output tests alone, compared by the agent outside the sandbox"
+    basis = _command_basis(seed)
+    if count:
+        basis += f"; and its {count} output tests, compared by the agent outside the sandbox"
+    return basis
+
+
+def _command_basis(seed: SeedProject) -> str:
     from ..verdict import seed_framework
 
     try:
@@ -105,7 +121,7 @@ def seeds_list(as_json: JsonOption = False, debug: DebugOption = False) -> None:
             echo(one_line(f"{row['name']}  ({row['source']})"))
             echo(f"  {one_line(row['description'])}")
             echo(f"  editable: {one_line(', '.join(row['editable_paths']))}")
-            echo(f"  test:     {one_line(' '.join(row['test_command']))}")
+            echo(f"  test:     {one_line(_describe_command(row))}")
         typer.echo("\nA folder with a seed.toml is a seed too: agent run --seed ./path/to/folder")
 
 
@@ -147,7 +163,8 @@ def seeds_show(
             *_describe_editable(row),
             f"test files:     {', '.join(row['test_files']) or 'none'}",
             f"hidden tests:   {_describe_hidden(row['hidden_test_files'])}",
-            f"test command:   {' '.join(row['test_command'])}",
+            f"test command:   {_describe_command(row)}",
+            f"output tests:   {_describe_output_tests(row)}",
             f"default prompt: {row['default_prompt']}",
             f"limits:         {limits}",
             f"runtime:        {_describe_runtime(row['runtime'])}",
@@ -285,3 +302,18 @@ def _test_list_row(seed: SeedProject, runner: Any, fresh: bool, quiet: bool) -> 
         "partial": found.partial,
         "sandbox_id": found.sandbox_id,
     }
+
+
+def _describe_command(row: dict[str, Any]) -> str:
+    if row["test_command"]:
+        return " ".join(row["test_command"])
+    return f"none: {len(row['output_tests'])} output tests"
+
+
+def _describe_output_tests(row: dict[str, Any]) -> str:
+    tests = row["output_tests"]
+    if not tests:
+        return "none"
+    hidden = sum(test["hidden"] for test in tests)
+    names = ", ".join(test["name"] + (" (hidden)" if test["hidden"] else "") for test in tests)
+    return f"{len(tests)} ({hidden} hidden): {names}"
