@@ -28,6 +28,7 @@ from .model import (
     SeedLimits,
     SeedProject,
 )
+from .output_tests import judged
 from .plugins import PluginInfo
 from .protocols import PatchPolicy, Planner, PreparingRunner, Runner
 from .run_record_files import new_run_id, records_directory, write_run_record
@@ -248,9 +249,11 @@ def _record(
     error: RecordedError | None,
 ) -> RunRecord:
     originals = files or {}
-    # Kept with its grade, as the run judged it, so that a replay compares the grade too.
+    # Kept with its grade and its output tests, as the run judged it, so that a replay
+    # compares the same verdict.
     recorded_tests = tuple(
-        _recorded_test(job, graded(outcome, seed), plans, originals) for job, outcome in tests
+        _recorded_test(job, graded(judged(seed, job, outcome), seed), plans, originals)
+        for job, outcome in tests
     )
     chosen = None
     if result is not None:

@@ -462,3 +462,17 @@ def test_seeds_show_names_the_output_tests_but_none_of_their_values(
     assert row["output_command"] == ["python", "prog.py"]
     assert [test["name"] for test in row["output_tests"]] == ["argv", "stdin"]
     assert "42" not in as_json.stdout  # the hidden test's expected stdout
+
+
+def test_a_run_record_keeps_the_output_tests_verdict_for_its_replay(
+    run_agent: Callable[..., AgentRun], write_plan: Callable[..., Path], call_seed: Path
+) -> None:
+    done = run_plan(run_agent, write_plan, call_seed, EQUAL_TO_EVERYTHING)
+
+    replayed = run_agent("replay", done.json()["run_id"], "--json")
+
+    (chosen,) = [test for test in replayed.json()["tests"] if test["chosen"]]
+    # The framework's report alone would have recorded a pass.
+    assert chosen["recorded_passed"] is False
+    assert chosen["passed"] is False
+    assert chosen["matches"] is True
