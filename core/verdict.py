@@ -151,7 +151,8 @@ def read_report(text: str, harness: TestHarness) -> TestReport:
         if output and probes == number - 1 and record and record.get("seq") == number:
             probes += 1
             continue
-        if record is None or record.get("seq") != number - probes or status != "missing":
+        # The probes' lines come before any of the framework's, or they are not the harness's.
+        if record is None or output or record.get("seq") != number - probes or status != "missing":
             detail = "the framework's report was not the harness's (a line is not signed)"
             return TestReport(framework, "tampered", tuple(tests.values()), tuple(guard), detail)
         kind = record.get("kind")

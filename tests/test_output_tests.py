@@ -7,6 +7,8 @@ show``) and the repair feedback (the fake provider behind the built-in planner).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -476,3 +478,43 @@ def test_a_run_record_keeps_the_output_tests_verdict_for_its_replay(
     assert chosen["recorded_passed"] is False
     assert chosen["passed"] is False
     assert chosen["matches"] is True
+
+
+def signed_report(key: str, *records: dict[str, Any]) -> str:
+    """Report lines as the harness writes them: ``HMAC BODY``, each body a JSON object."""
+    lines = []
+    for record in records:
+        body = json.dumps(record, sort_keys=True)
+        mac = hmac.new(bytes.fromhex(key), body.encode(), hashlib.sha256).hexdigest()
+        lines.append(f"{mac} {body}\n")
+    return "".join(lines)
+
+
+PROBE_LINE = {"kind": "output", "name": "add-2-3", "result": '{"value": 5}', "truncated": False}
+GUARD_LINES = ({"kind": "test", "id": "t.T.test", "outcome": "passed", "seq": 1},)
+
+
+def test_the_probes_lines_come_first_numbered_apart_from_the_frameworks() -> None:
+    from sandboxed_coding_agent.core.evidence import TestHarness
+    from sandboxed_coding_agent.core.output_tests import OutputTest, compare_all
+    from sandboxed_coding_agent.core.verdict import read_report
+
+    key = "11" * 32
+    harness = TestHarness(key=key, framework="unittest")
+    test = OutputTest(name="add-2-3", call="calc:add", args="[2, 3]", expect="5")
+    first = signed_report(
+        key, {**PROBE_LINE, "seq": 1}, *GUARD_LINES, {"kind": "end", "seq": 2, "code": 0}
+    )
+    # A probe's line written after the framework's began is not the harness's.
+    late = signed_report(
+        key, *GUARD_LINES, {**PROBE_LINE, "seq": 2}, {"kind": "end", "seq": 3, "code": 0}
+    )
+    forged = signed_report("22" * 32, {**PROBE_LINE, "seq": 1})
+
+    assert read_report(first, harness).status == "complete"
+    assert compare_all([test], first, key)[0].passed is True
+    assert read_report(late, harness).status == "tampered"
+    assert compare_all([test], late, key)[0].passed is False
+    assert compare_all([test], forged, key)[0].why == (
+        "the harness reported no result for it (the sandbox ended first)"
+    )
