@@ -445,6 +445,9 @@ def test_a_batch_line_and_its_report_list_the_calculators_output_tests(
     page = html.read_text("utf-8")
     assert "output tests: 0 of 2 passed" in page
     assert "add-hidden (hidden, not plain JSON)" in page
+    # The attempt's own line is left as it was.
+    assert '<details class="attempt" open><summary>attempt 1 ' in page
+    assert "· o · f ·" not in page
 
 
 def test_seeds_show_names_the_output_tests_but_none_of_their_values(

@@ -153,9 +153,9 @@ def _attempt(attempt: Attempt, of: int, blocks: TextBlocks) -> str:
     parts.append(_diff(attempt.diff, blocks))
     parts.append(_tests(attempt.test_report, attempt.grade, blocks))
     if attempt.output_tests:
-        said = output_tests.summary(attempt.output_tests).partition(";")[0]
+        counted = output_tests.summary(attempt.output_tests).partition(";")[0]
         listed = output_tests.listing(attempt.output_tests)
-        parts.append(_block(f"output tests: {said}", blocks.add(listed), open_=False))
+        parts.append(_block(f"output tests: {counted}", blocks.add(listed), open_=False))
     if attempt.tested or attempt.test_output:
         fed = (
             " (its end was the feedback the next attempt got, unless the seed hides its tests)"
