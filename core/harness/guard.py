@@ -103,7 +103,13 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     process_events, introspection_events = rules.PROCESS_EVENTS, rules.INTROSPECTION_EVENTS
     tracing_events, code_suffixes = rules.TRACING_EVENTS, tuple(rules.CODE_SUFFIXES)
     favourable, max_violations = rules.FAVOURABLE, int(rules.MAX_VIOLATIONS)
-    frame_helpers = {module: frozenset(names) for module, names in rules.FRAME_HELPERS.items()}
+    code_attributes = frozenset(rules.CODE_ATTRIBUTES)
+    frame_keepers = {file: frozenset(names) for file, names in rules.FRAME_KEEPERS.items()}
+    import_keepers = {file: frozenset(names) for file, names in rules.IMPORT_KEEPERS.items()}
+    # Importing a module gives the importer the module alone, whatever its code looked at.
+    frame_keepers.update(import_keepers)
+    decision_attributes = frozenset(rules.DECISION_ATTRIBUTES)
+    method_type, builtin_types = types.MethodType, (types.BuiltinFunctionType, types.ModuleType)
     loader_hooks = frozenset(rules.LOADER_HOOKS)
     permission_error, interrupted, os_error = PermissionError, InterruptedError, OSError
     import_error = ImportError
@@ -134,6 +140,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         return frozenset(normal(str_(p)) for p in paths or ())
 
     editable = absolute(settings.get("editable"))
+    standard, not_standard = _standard_library(normal)
     seed_files = absolute(settings.get("files"))
     tests = absolute(settings.get("tests"))
     test_modules = frozenset(_module_names(settings.get("tests") or ()))
@@ -226,15 +233,75 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             traceback = traceback.tb_next
         return False
 
-    def asker(frame: Any) -> Any:
-        """The first frame that is not a frame-handing helper of the standard library."""
+    library: dict[str, str | None] = {}
+
+    def in_library(filename: str) -> str | None:
+        """The file's name within the standard library (a frozen module's own name), or
+        ``None`` for a file outside it: the harness and the framework's packages are not
+        in it, nor is anything the test may write."""
+        if filename in library:
+            return library[filename]
+        found: str | None = None
+        if filename.startswith("<frozen "):
+            found = filename
+        elif not filename.startswith("<") and kind(filename) == trusted:
+            real = normal(filename)
+            if not real.startswith(harness_folder) and not real.startswith(not_standard):
+                for folder in standard:
+                    if real.startswith(folder):
+                        found = real[len_(folder) :]
+                        break
+        library[filename] = found
+        return found
+
+    def asker(frame: Any) -> tuple[Any, Any]:
+        """Who asks for what an event gives: the first frame outside the standard library,
+        and the standard library's frame it called (``None`` when it asked itself)."""
+        called = None
+        while frame is not None and in_library(frame.f_code.co_filename) is not None:
+            called, frame = frame, frame.f_back
+        return frame, called
+
+    def foreign(value: Any) -> bool:
+        """Whether ``value`` (a module's global) would run the code under test when called."""
+        if isinstance_(value, method_type):
+            value = value.__func__
+        if isinstance_(value, function_type):
+            return kind(value.__code__.co_filename) == untrusted_
+        if isinstance_(value, builtin_types) or not callable_(value):
+            return False
+        cls = value if isinstance_(value, type_) else type_(value)
+        for owner in getattr_(cls, "__mro__", ()):
+            for member in list_(vars_(owner).values()):
+                function = unwrap(member)
+                if (
+                    isinstance_(function, function_type)
+                    and kind(function.__code__.co_filename) == untrusted_
+                ):
+                    return True
+        return False
+
+    def keeps_frames(frame: Any, called: Any, keepers: dict[str, frozenset[str]]) -> bool:
+        """Whether what the standard library gives for ``frame``'s event stays with it:
+        ``called`` (the function the asker called) is one of ``keepers``, and no module
+        between it and the event holds a function of the code under test, which the
+        standard library would call with a frame (``logging._is_internal_frame``)."""
+        if called is None:
+            return False
+        names = keepers.get(in_library(called.f_code.co_filename) or "")
+        if names is None or called.f_code.co_name not in names:
+            return False
+        seen: list[Any] = []
         while frame is not None:
-            module = frame.f_globals.get("__name__")
-            helpers = frame_helpers.get(module) if isinstance_(module, str_) else None
-            if helpers is None or frame.f_code.co_name not in helpers:
-                return frame
+            namespace = frame.f_globals
+            if not any_(namespace is other for other in seen):
+                seen.append(namespace)
+                if any_(foreign(value) for value in list_(namespace.values())):
+                    return False
+            if frame is called:
+                return True
             frame = frame.f_back
-        return None
+        return True
 
     def violation(capability: str, event: str, detail: str) -> None:
         state["violations"] += 1
@@ -400,6 +467,31 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                         return f"{owner.__name__}.{attribute} is the code under test's"
         return None
 
+    def test_class(cls: Any) -> bool:
+        """Whether ``cls`` holds a function of the seed's test files."""
+        if not isinstance_(cls, type_):
+            return False
+        for member in list_(vars_(cls).values()):
+            function = unwrap(member)
+            if (
+                isinstance_(function, function_type)
+                and normal(function.__code__.co_filename) in tests
+            ):
+                return True
+        return False
+
+    def seed_test_code(function: Any) -> bool:
+        """Whether ``function``, or a function it wraps (a decorator's ``__wrapped__``), is
+        the seed's own code, from a file of the seed that is not editable."""
+        for _ in range_(8):
+            if not isinstance_(function, function_type):
+                return False
+            file = normal(function.__code__.co_filename)
+            if file in seed_files and file not in editable:
+                return True
+            function = vars_(function).get("__wrapped__")
+        return False
+
     def foreign_code(test: Any) -> str | None:
         """Why the test that was reported is not the seed's own test, if it is not: its
         function, or a member of its class, comes from the code under test."""
@@ -417,6 +509,10 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             return "its test is not a function of the seed's"
         if kind(function.__code__.co_filename) != trusted:
             return "its test is the code under test's"
+        if not seed_test_code(function):
+            # The framework's own functions are trusted, not tests: a class made at run time
+            # whose test is ``TestCase.setUp`` would pass without checking anything.
+            return "its test is not a function of the seed's files"
         return foreign_functions(cls) if cls is not None else None
 
     def test_event(name: str, args: tuple[Any, ...], frame: Any) -> None:
@@ -498,6 +594,13 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     def capability_of(event: str, args: tuple[Any, ...]) -> str | None:
         if event == "object.__getattr__":
             return "introspection" if len_(args) > 1 and args[1] in frame_attributes else None
+        if event == "object.__setattr__":
+            # Code set on a function runs under that function's name; a framework's decision
+            # set on a test class skips or excuses its tests.
+            name = args[1] if len_(args) > 1 else None
+            if name == "__code__":
+                return "introspection"
+            return "framework" if name in decision_attributes else None
         if event == "open":
             path: Any = args[0] if args else None
             if isinstance_(path, int_):
@@ -543,6 +646,28 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             return False
         return True
 
+    def trusted_code(owner: Any, attribute: str) -> bool:
+        """Whether the code object ``owner.attribute`` is the seed's, the framework's or the
+        harness's (the standard library's code and code made at run time hold no secret)."""
+        code = getattr_(owner, attribute, None)
+        if not isinstance_(code, code_type):
+            return True
+        filename = code.co_filename
+        return kind(filename) == trusted and in_library(filename) is None
+
+    def forged(event: str, args: tuple[Any, ...]) -> bool:
+        """Whether code compiled or run through the standard library for the code under
+        test bears the name of a file it did not come from (a test's, the framework's)."""
+        filename: Any
+        if event == "compile":
+            filename = args[1] if len_(args) > 1 else None
+        else:
+            code: Any = args[0] if args else None
+            filename = code.co_filename if isinstance_(code, code_type) else None
+        if not isinstance_(filename, str_) or filename.startswith("<"):
+            return False
+        return kind(filename) != untrusted_
+
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event.startswith(event_prefix):
             frame = getframe(1)
@@ -572,11 +697,26 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             frame = getframe(1)
             if frame is not None and frame.f_code.co_filename.startswith(harness_folder):
                 return  # the harness's own look at frames and files
-            if event == "compile" or event == "exec":
-                # Only a direct call: the import system runs every module's code this way.
-                if frame is None or kind(frame.f_code.co_filename) != untrusted_:
+            who, called = asker(frame)
+            if who is None or kind(who.f_code.co_filename) != untrusted_:
+                if event in tracing_events and untrusted_on_stack(frame):
+                    pass  # a trace function set for the code under test: below
+                elif capability == "introspection" or capability == "framework":
                     return
-                if not dynamic_code(event, args):
+            if capability == "framework":
+                # A tripwire: the trusted list already counts such a test for what it was.
+                if test_class(args[0]):
+                    where = f"{getattr_(args[0], '__name__', '?')}.{args[1]}"
+                    violation("framework", event, f"{where} set by the code under test")
+                return
+            if event == "compile" or event == "exec":
+                if called is None:
+                    if not dynamic_code(event, args):
+                        return
+                elif keeps_frames(frame, called, import_keepers) or not forged(event, args):
+                    # The import system runs every module's code this way; the standard
+                    # library compiles code of its own making under names of its own
+                    # (dataclasses, namedtuple) for the code under test.
                     return
             elif event in tracing_events:
                 # A trace function of the code under test would see every frame.
@@ -585,12 +725,16 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 untrusted = isinstance_(code, code_type) and kind(code.co_filename) == untrusted_
                 if not untrusted and not untrusted_on_stack(frame):
                     return
+            elif event == "object.__getattr__" and args[1] in code_attributes:
+                # Code objects hold constants (a test's expected values), never a way to a
+                # frame: the code under test may read its own, and code of its own making.
+                if not trusted_code(args[0], args[1]):
+                    return
             elif capability == "introspection":
-                # Who asks: the first frame that is not one of the standard library's
-                # frame-handing helpers (inspect.currentframe, traceback.walk_stack...).
-                # namedtuple, logging and traceback look at frames for themselves.
-                who = asker(frame)
-                if who is None or kind(who.f_code.co_filename) != untrusted_:
+                # Who asks: the first frame outside the standard library. A frame, a
+                # traceback or an object walk reaches it unless the standard library's
+                # function it called keeps what it saw (logging, namedtuple, enum...).
+                if keeps_frames(frame, called, frame_keepers):
                     return
             elif not untrusted_on_stack(frame):
                 return
@@ -626,6 +770,25 @@ class _NoWritableExtensions:
         if isinstance(getattr(spec, "loader", None), self._loader):
             self._audit(EVENT + "native", name, getattr(spec, "origin", None) or "")
         return None
+
+
+def _standard_library(normal: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The standard library's folders, as the runtime's ``sysconfig`` names them, and the
+    folders within them that are not the standard library (``site-packages``)."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    found: dict[str, set[str]] = {"stdlib": set(), "site": set()}
+    kinds = {"stdlib": "stdlib", "platstdlib": "stdlib", "purelib": "site", "platlib": "site"}
+    for name, group in kinds.items():
+        folder = paths.get(name)
+        if folder:
+            for path in (folder, os.path.realpath(folder)):
+                found[group].add(normal(path).rstrip("/") + "/")
+    for entry in sys.path:
+        if os.path.basename(entry.rstrip("/")) in ("site-packages", "dist-packages"):
+            found["site"].add(normal(entry).rstrip("/") + "/")
+    return tuple(sorted(found["stdlib"])), tuple(sorted(found["site"]))
 
 
 def _get_ident() -> Any:

@@ -64,14 +64,70 @@ TRACING_EVENTS = frozenset(
     }
 )
 CODE_SUFFIXES = (".py", ".pyc", ".pyo", ".so", ".pyd", ".pth")
-#: The standard library's functions that hand frames (or code) to their caller: an
-#: introspection event they raise is their caller's.
-FRAME_HELPERS = {
-    "inspect": frozenset(
-        {"currentframe", "stack", "trace", "getouterframes", "getinnerframes", "getframeinfo"}
+#: The attributes that give a code object: the guard lets the code under test read its own.
+CODE_ATTRIBUTES = frozenset({"__code__", "gi_code", "cr_code", "ag_code"})
+#: The standard library's functions that look at frames (or tracebacks) for themselves and
+#: give their caller none, by file (relative to the standard library's folder, or a frozen
+#: module's name) and function: the code under test may call these. Any other standard
+#: library function that raises an introspection event for it (``inspect.stack``,
+#: ``logging.currentframe``, ``traceback.walk_stack``, ``traceback.extract_stack``...) is
+#: refused as if the code under test had asked itself.
+FRAME_KEEPERS = {
+    "logging/__init__.py": frozenset(
+        {
+            "debug",
+            "info",
+            "warning",
+            "warn",
+            "error",
+            "exception",
+            "critical",
+            "fatal",
+            "log",
+            "_log",
+            "findCaller",
+            "handle",
+            "callHandlers",
+            "emit",
+            "format",
+            "formatException",
+            "formatStack",
+        }
     ),
-    "traceback": frozenset({"walk_stack", "walk_tb"}),
+    "collections/__init__.py": frozenset({"namedtuple"}),
+    "typing.py": frozenset(
+        {"__init__", "__new__", "__call__", "NewType", "NamedTuple", "TypedDict", "_caller"}
+    ),
+    "enum.py": frozenset({"__call__", "_create_", "_convert_"}),
+    "dataclasses.py": frozenset({"make_dataclass"}),
+    "warnings.py": frozenset({"warn", "warn_explicit"}),
+    "traceback.py": frozenset(
+        {
+            "format_exc",
+            "format_exception",
+            "format_exception_only",
+            "format_stack",
+            "format_tb",
+            "print_exc",
+            "print_exception",
+            "print_stack",
+            "print_tb",
+            "print_last",
+        }
+    ),
 }
+#: The import system's entry points: the module code it runs is the module's own file's.
+_IMPORTING = frozenset({"_find_and_load", "_handle_fromlist", "_gcd_import"})
+IMPORT_KEEPERS = {
+    "<frozen importlib._bootstrap>": _IMPORTING,
+    "importlib/_bootstrap.py": _IMPORTING,
+    "importlib/__init__.py": frozenset({"import_module", "reload"}),
+}
+#: Attributes through which a test framework decides a test's fate without running it: set on
+#: a test class by the code under test, they are a violation.
+DECISION_ATTRIBUTES = frozenset(
+    {"__unittest_skip__", "__unittest_skip_why__", "__unittest_expecting_failure__", "pytestmark"}
+)
 #: Outcomes that count for a test rather than against it: only the framework may report them.
 FAVOURABLE = frozenset({"passed", "skipped", "xfailed"})
 #: The violations kept: enough to name every capability, not a flood.
