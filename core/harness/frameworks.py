@@ -14,6 +14,60 @@ import sys
 from typing import Any
 
 EVENT = "sandboxed-coding-agent."
+#: The packages each framework runs on, imported whole before any seed folder is on the path.
+PACKAGES = {
+    "unittest": ("unittest",),
+    "unittest-script": ("unittest",),
+    "pytest": ("pytest", "_pytest", "pluggy", "unittest", "iniconfig", "packaging"),
+}
+#: Modules a framework imports only when it needs them (a configuration file's, a version's).
+LAZY_MODULES = ("packaging.version", "tomllib", "tomli", "exceptiongroup", "doctest", "pdb")
+
+
+class FrameworkShadowed(RuntimeError):
+    """A framework's module came from the folder of the test (a seed file named after it)."""
+
+
+def import_framework(framework: str, folders: list[str]) -> None:
+    """Import the framework, every submodule of its packages and the modules it imports
+    lazily, while no folder of the seed is on ``sys.path``; then check that none of them came
+    from ``folders`` (the test's folder): a seed's ``pytest.py`` or ``_pytest/`` imported in
+    its place would run the tests the way the code under test wants.
+
+    :raises FrameworkShadowed: naming the module and the file it came from.
+    """
+    import importlib
+    import pkgutil
+
+    def submodules(package: Any) -> None:
+        for found in pkgutil.iter_modules(getattr(package, "__path__", None) or [], ""):
+            if found.name.startswith("test") or found.name == "__main__":
+                continue  # unittest's own tests; a package's program, which would run now
+            try:
+                module = importlib.import_module(f"{package.__name__}.{found.name}")
+            except Exception:  # noqa: S112 - a submodule for another platform or version
+                continue
+            if found.ispkg:
+                submodules(module)
+
+    for name in PACKAGES.get(framework, ()):
+        try:
+            submodules(importlib.import_module(name))
+        except ImportError:  # pytest's optional packages
+            continue
+    if framework == "pytest":
+        for name in LAZY_MODULES:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                continue
+    roots = tuple(os.path.realpath(folder).rstrip("/") + "/" for folder in folders)
+    if any((os.path.realpath(entry) + "/").startswith(roots) for entry in sys.path if entry):
+        return  # the runtime's own path names the folder (an editable install of the framework)
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and os.path.realpath(file).startswith(roots):
+            raise FrameworkShadowed(f"{name} was imported from the test's folder ({file})")
 
 
 def run_unittest(command: list[str], collectors: Any) -> int:

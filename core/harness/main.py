@@ -223,9 +223,17 @@ def run_framework(framework: str, command: list[str], frameworks: Any, collector
     What happened goes to the guard's hook as events, which it writes, signed, to the
     report: ``start``, then ``end`` or ``aborted``.
     """
+    audit, monotonic = sys.audit, time.monotonic
+    try:
+        # The framework whole, before any folder of the seed may shadow a module of it.
+        frameworks.import_framework(framework, [os.getcwd()])
+    except frameworks.FrameworkShadowed as error:
+        audit("sandboxed-coding-agent.start", framework)
+        audit("sandboxed-coding-agent.aborted", str(error))
+        sys.stderr.write(f"harness: {error}\n")
+        return 1
     # As ``python -m``: the working folder first on the path, where the harness's own was.
     sys.path[0] = os.getcwd()
-    audit, monotonic = sys.audit, time.monotonic
     runners = {
         "pytest": frameworks.run_pytest,
         "unittest": frameworks.run_unittest,
