@@ -108,7 +108,6 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     import_keepers = {file: frozenset(names) for file, names in rules.IMPORT_KEEPERS.items()}
     # Importing a module gives the importer the module alone, whatever its code looked at.
     frame_keepers.update(import_keepers)
-    decision_attributes = frozenset(rules.DECISION_ATTRIBUTES)
     method_type, builtin_types = types.MethodType, (types.BuiltinFunctionType, types.ModuleType)
     loader_hooks = frozenset(rules.LOADER_HOOKS)
     permission_error, interrupted, os_error = PermissionError, InterruptedError, OSError
@@ -467,19 +466,6 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                         return f"{owner.__name__}.{attribute} is the code under test's"
         return None
 
-    def test_class(cls: Any) -> bool:
-        """Whether ``cls`` holds a function of the seed's test files."""
-        if not isinstance_(cls, type_):
-            return False
-        for member in list_(vars_(cls).values()):
-            function = unwrap(member)
-            if (
-                isinstance_(function, function_type)
-                and normal(function.__code__.co_filename) in tests
-            ):
-                return True
-        return False
-
     def seed_test_code(function: Any) -> bool:
         """Whether ``function``, or a function it wraps (a decorator's ``__wrapped__``), is
         the seed's own code, from a file of the seed that is not editable."""
@@ -595,12 +581,8 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         if event == "object.__getattr__":
             return "introspection" if len_(args) > 1 and args[1] in frame_attributes else None
         if event == "object.__setattr__":
-            # Code set on a function runs under that function's name; a framework's decision
-            # set on a test class skips or excuses its tests.
-            name = args[1] if len_(args) > 1 else None
-            if name == "__code__":
-                return "introspection"
-            return "framework" if name in decision_attributes else None
+            # Code set on a function runs under that function's name (a test's, say).
+            return "introspection" if len_(args) > 1 and args[1] == "__code__" else None
         if event == "open":
             path: Any = args[0] if args else None
             if isinstance_(path, int_):
@@ -701,14 +683,8 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             if who is None or kind(who.f_code.co_filename) != untrusted_:
                 if event in tracing_events and untrusted_on_stack(frame):
                     pass  # a trace function set for the code under test: below
-                elif capability == "introspection" or capability == "framework":
+                elif capability == "introspection":
                     return
-            if capability == "framework":
-                # A tripwire: the trusted list already counts such a test for what it was.
-                if test_class(args[0]):
-                    where = f"{getattr_(args[0], '__name__', '?')}.{args[1]}"
-                    violation("framework", event, f"{where} set by the code under test")
-                return
             if event == "compile" or event == "exec":
                 if called is None:
                     if not dynamic_code(event, args):

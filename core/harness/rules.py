@@ -123,11 +123,6 @@ IMPORT_KEEPERS = {
     "importlib/_bootstrap.py": _IMPORTING,
     "importlib/__init__.py": frozenset({"import_module", "reload"}),
 }
-#: Attributes through which a test framework decides a test's fate without running it: set on
-#: a test class by the code under test, they are a violation.
-DECISION_ATTRIBUTES = frozenset(
-    {"__unittest_skip__", "__unittest_skip_why__", "__unittest_expecting_failure__", "pytestmark"}
-)
 #: Outcomes that count for a test rather than against it: only the framework may report them.
 FAVOURABLE = frozenset({"passed", "skipped", "xfailed"})
 #: The violations kept: enough to name every capability, not a flood.
