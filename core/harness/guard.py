@@ -406,12 +406,25 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 if loaded and isinstance_(function, function_type):
                     if kind(function.__code__.co_filename) == untrusted_:
                         violation("framework", "loader", f"{attribute} is the code under test's")
-                elif loaded and isinstance_(value, type_):
-                    problem = foreign_functions(value)
+                elif isinstance_(value, type_):
+                    # unittest collects a TestCase whatever its name; pytest, a Test class.
+                    problem = foreign_functions(value) if loaded else None
+                    problem = problem or borrowed(value, module)
                     if problem is not None:
                         violation("framework", "loader", problem)
         state["snapshot"] = tuple_(entries)
         state["classes"] = tuple_(classes)
+
+    def borrowed(cls: Any, module: Any) -> str | None:
+        """A function of another file's (the framework's ``assertTrue``, given to a test class
+        as its ``assertEqual``) among the own members of a class the test module defines."""
+        if vars_(cls).get("__module__") != vars_(module).get("__name__"):
+            return None  # a class the test module imported (unittest.TestCase)
+        for attribute, member in list_(vars_(cls).items()):
+            function = unwrap(member)
+            if isinstance_(function, function_type) and not seed_test_code(function):
+                return f"{cls.__name__}.{attribute} is not the seed's own code"
+        return None
 
     def protect(*classes: type) -> None:
         """Add classes made later (the collectors') to the snapshot."""
