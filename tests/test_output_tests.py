@@ -313,19 +313,25 @@ def test_a_program_must_end_with_the_exit_code_it_declares(
 def test_a_probe_that_hangs_is_killed_and_fails(
     run_agent: Callable[..., AgentRun], write_plan: Callable[..., Path], tmp_path: Path
 ) -> None:
+    # Each probe may take a third of the 45 s (two probes, and a share for the command):
+    # the hanging one is killed at 15 s, the next one still runs.
     seed = seed_folder(
         tmp_path / "hangs",
-        CALL_TESTS + "[limits]\ntest_timeout_seconds = 30\n",
+        CALL_TESTS + "[limits]\ntest_timeout_seconds = 45\n",
         test_command=None,
     )
-    hangs = "import time\ndef add(a, b):\n    while True:\n        time.sleep(1)\n"
+    hangs = (
+        "import time\ndef add(a, b):\n"
+        "    while (a, b) == (2, 3):\n        time.sleep(1)\n"
+        "    return a + b\n"
+    )
 
     done = run_plan(run_agent, write_plan, seed, hangs)
 
     result = done.json()
     assert result["test_timed_out"] is False  # the probe was killed, not the sandbox
     assert outputs(done)["add-2-3"]["why"] == "timed out, and was killed"
-    assert outputs(done)["add-hidden"]["why"] == "timed out"
+    assert outputs(done)["add-hidden"]["passed"] is True
     assert result["tests_passed"] is False
 
 
