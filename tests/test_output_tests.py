@@ -10,12 +10,19 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import AgentRun, FakeProvider
+from conftest import AGENT, AgentRun, FakeProvider
+from lazycloud_standin import (  # noqa: F401 - the fixtures, used by their names
+    ControlPlane,
+    control_plane_fixture,
+    lazycloud_env_fixture,
+    subprocess_environment,
+)
 
 BROKEN = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
@@ -527,3 +534,43 @@ def test_the_probes_lines_come_first_numbered_apart_from_the_frameworks() -> Non
     assert compare_all([test], forged, key)[0].why == (
         "the harness reported no result for it (the sandbox ended first)"
     )
+
+
+REMOTE = ("--runner", "lazycloud", "--json", "--no-policy", "python-ast")
+
+
+def test_the_lazycloud_runner_runs_the_probes_and_brings_their_report_back(
+    agent_env: dict[str, str],
+    lazycloud_env: dict[str, str],
+    control_plane: ControlPlane,
+    write_plan: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    environment = subprocess_environment(lazycloud_env, base=agent_env)
+    # Output tests alone: the harness writes a report only for them.
+    seed = seed_folder(tmp_path / "remote", CALL_TESTS, test_command=None)
+    hack = EQUAL_TO_EVERYTHING.replace("a - b", "a + b")
+
+    def run(text: str) -> Any:
+        plan = write_plan({"files": [{"path": "calc.py", "content": text}]})
+        done = subprocess.run(
+            [str(AGENT), "run", "--seed", str(seed), "--plan", str(plan), *REMOTE],
+            env=environment,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        return json.loads(done.stdout)
+
+    hacked, fixed = run(hack), run(FIXED)
+
+    assert hacked["tests_passed"] is False
+    assert [t["why"] for t in hacked["output_tests"]] == [
+        "not plain JSON: a Anything",
+        "not plain JSON",
+    ]
+    assert fixed["tests_passed"] is True
+    assert [t["passed"] for t in fixed["output_tests"]] == [True, True]
