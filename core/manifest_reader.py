@@ -24,7 +24,7 @@ from . import contract, git_source, patterns, seed_files, seed_folder, verdict
 from .errors import UsageError
 from .evidence import GUARD_CAPABILITIES
 from .manifest_errors import ManifestError, key_lines
-from .output_tests import MAX_OUTPUT_TESTS, MAX_TEXT_CHARS, OutputTest
+from .output_tests import CALL, MAX_OUTPUT_TESTS, MAX_TEXT_CHARS, OutputTest
 from .seeds import (
     ALWAYS_TEST_PATHS,
     TEST_INFRASTRUCTURE,
@@ -69,8 +69,6 @@ _KEYS = frozenset(
 _OUTPUT_TEST_KEYS = frozenset(
     {"name", "hidden", "argv", "stdin", "stdout", "exit_code", "call", "args", "expect"}
 )
-_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
-_CALL = re.compile(rf"{_IDENTIFIER}(\.{_IDENTIFIER})*:{_IDENTIFIER}")
 _OUTPUT_TESTS_HEADER = re.compile(r"\s*\[\[\s*output_tests\s*\]\]\s*(#.*)?")
 #: The longest name of an output test, and the most arguments one appends.
 MAX_OUTPUT_NAME_CHARS = 100
@@ -633,7 +631,7 @@ class _OutputTestReader:
             if key in table:
                 raise self.fail(key, "belongs to a test of the output command; this one is a call")
         call = table["call"]
-        if not isinstance(call, str) or not _CALL.fullmatch(call):
+        if not isinstance(call, str) or not CALL.fullmatch(call):
             raise self.fail("call", "must be module:function (identifiers, the module dotted)")
         args = table.get("args", [])
         if not isinstance(args, list):

@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,8 @@ MAX_CAPTURE_BYTES = MAX_TEXT_CHARS + 1
 #: What a job runs for a seed whose output tests are its only tests: nothing, with
 #: success (the verdict then rests on the output tests alone).
 NO_TEST_COMMAND = ("python", "-c", "")
+#: What ``call`` names: ``module:function``, the module dotted.
+CALL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 #: How a failed hidden test is described: the kind of failure only, never a value.
 WHY_KINDS = (
     "wrong output",
@@ -80,6 +83,20 @@ class OutputTest:
     call: str | None = None
     args: str = "[]"
     expect: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        # A plugin's seed builds these directly: what the manifest reader checks, checked.
+        if self.call is not None:
+            if not CALL.fullmatch(self.call) or self.expect is None:
+                raise ValueError(f"output test {self.name!r}: call module:function and expect")
+            if self.argv is not None or self.stdin is not None or self.stdout is not None:
+                raise ValueError(f"output test {self.name!r}: a call has no argv, stdin, stdout")
+            arguments = strict_json(self.args)
+            strict_json(self.expect)
+            if not isinstance(arguments, list):
+                raise ValueError(f"output test {self.name!r}: args must be a JSON array")
+        elif self.stdout is None or (self.argv is None and self.stdin is None):
+            raise ValueError(f"output test {self.name!r}: argv or stdin, and stdout")
 
     @property
     def is_call(self) -> bool:

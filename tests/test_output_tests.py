@@ -574,3 +574,20 @@ def test_the_lazycloud_runner_runs_the_probes_and_brings_their_report_back(
     ]
     assert fixed["tests_passed"] is True
     assert [t["passed"] for t in fixed["output_tests"]] == [True, True]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"call": "calc:add", "expect": "five"},  # not JSON
+        {"call": "calc.add", "expect": "5"},
+        {"call": "calc:add", "expect": "5", "args": '{"a": 1}'},
+        {"call": "calc:add", "expect": "5", "stdout": "5\n"},
+        {"argv": ("1",)},  # no stdout
+    ],
+)
+def test_a_plugins_output_test_is_checked_as_the_manifests_are(fields: dict[str, Any]) -> None:
+    from sandboxed_coding_agent.core.output_tests import OutputTest
+
+    with pytest.raises(ValueError, match=r"."):
+        OutputTest(name="t", **fields)
