@@ -186,7 +186,8 @@ def probe_lines(text: str, key: str) -> dict[str, Mapping[str, object]]:
     for number, line in enumerate(text.splitlines(), start=1):
         mac, _, body = line.partition(" ")
         expected = hmac.new(secret, body.encode("utf-8", "replace"), hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(mac, expected):
+        # As bytes: compare_digest refuses a str that is not ASCII, which any line may hold.
+        if not hmac.compare_digest(mac.encode("utf-8", "replace"), expected.encode()):
             break
         try:
             record = json.loads(body)

@@ -591,3 +591,24 @@ def test_a_plugins_output_test_is_checked_as_the_manifests_are(fields: dict[str,
 
     with pytest.raises(ValueError, match=r"."):
         OutputTest(name="t", **fields)
+
+
+def test_a_report_line_that_is_not_ascii_fails_the_run_without_an_internal_error(
+    run_agent: Callable[..., AgentRun], write_plan: Callable[..., Path], call_seed: Path
+) -> None:
+    # Written by the code under test to every pipe it holds: the harness's report among them.
+    scribble = (
+        "import os, stat\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        "        if stat.S_ISFIFO(os.fstat(fd).st_mode):\n"
+        "            os.write(fd, '\\u00e9 x\\n'.encode())\n"
+        "    except OSError:\n"
+        "        pass\n" + FIXED
+    )
+
+    done = run_plan(run_agent, write_plan, call_seed, scribble)
+
+    assert done.returncode == 1, done.stderr
+    assert done.json()["tests_passed"] is False
+    assert done.json()["test_report"]["status"] == "tampered"
