@@ -644,7 +644,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     def trusted_code(owner: Any, attribute: str) -> bool:
         """Whether the code object ``owner.attribute`` is the seed's, the framework's or the
         harness's (the standard library's code and code made at run time hold no secret)."""
-        code = getattr_(owner, attribute, None)
+        code: Any = getattr_(owner, attribute, None)
         if not isinstance_(code, code_type):
             return True
         filename = code.co_filename
