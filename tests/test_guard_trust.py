@@ -104,6 +104,10 @@ def test_honest_code_using_logging_namedtuple_dataclass_and_its_own_code_passes(
             "def add(a, b):\n    add.__code__ = (lambda a, b: a + b).__code__\n    return a - b\n",
             "object.__setattr__",
         ),
+        (
+            "import marshal\ndef add(a, b):\n    return marshal.loads(marshal.dumps(a + b))\n",
+            "marshal.loads",
+        ),
     ],
     ids=[
         "logging.currentframe",
@@ -112,6 +116,7 @@ def test_honest_code_using_logging_namedtuple_dataclass_and_its_own_code_passes(
         "traceback.walk_stack",
         "a test's __code__",
         "__code__ set",
+        "code unmarshalled",
     ],
 )
 def test_a_frame_or_a_tests_code_handed_to_the_code_under_test_is_refused(

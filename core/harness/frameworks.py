@@ -1,8 +1,11 @@
 """The frameworks the harness runs in its own process: unittest (a module or a script) and pytest.
 
 Loaded by the harness inside the sandbox (see :mod:`.main`), never by the agent,
-after the guard is installed. Each tells the guard, through its events, when to
-note the framework as it is (before any test module or code under test is
+after the guard is installed. :func:`import_framework` imports the framework
+whole before any folder of the seed is on ``sys.path``, so that no seed file
+named after it (``pytest.py``, ``_pytest/``, ``pluggy.py``, ``unittest.py``)
+is imported in its place. Each runner tells the guard, through its events, when
+to note the framework as it is (before any test module or code under test is
 imported), and hands the framework a collector (:mod:`.unittest_runner`,
 :mod:`.pytest_plugin`).
 """

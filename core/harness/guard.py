@@ -34,13 +34,41 @@ seed allows it (``[guard] allow``), raising :class:`PermissionError` there and
 writing the refusal to the report, so catching the error does not help:
 
 ``introspection``: frames (``sys._getframe``, ``tb_frame``, ``gi_frame``...),
-code objects (``__code__``), ``gc`` object walks, trace, profile and
-monitoring hooks, new code objects, code compiled under another file's name.
+code objects of the seed's, the framework's or the harness's (``__code__``:
+a test's constants are its expected values), ``gc`` object walks, trace,
+profile and monitoring hooks, new code objects (``marshal.loads`` too), code set on a function
+(``__code__ = ...``), code compiled under another file's name.
 ``native-code``: ``ctypes``, ``cffi``, the interpreter's test modules, native
 modules from the folders the test may write (refused whoever imports them).
 ``processes``: starting, replacing or signalling processes.
 ``test-files``: reading or importing the seed's test files.
 ``write-code``: writing ``.py``, ``.pyc``, ``.so`` or ``.pth`` files.
+
+Who asks for an introspection event is the first frame outside the standard
+library (its folders as the runtime's ``sysconfig`` names them when the guard
+is installed; ``site-packages``, the harness and the framework's packages are
+not in it), so a standard library function cannot hand the code under test a
+frame it asked for. Many of them look at frames for themselves (``logging``
+finds the caller's line, ``namedtuple`` and ``enum`` the caller's module,
+``traceback`` formats a stack, an import runs a module): when the function the
+code under test called is one of those (``rules.FRAME_KEEPERS``), and no module
+between it and the event holds a function of the code under test (which the
+standard library would call with a frame: ``logging._is_internal_frame``), the
+event is allowed; any other (``logging.currentframe``, ``inspect.stack``,
+``traceback.walk_stack``, ``traceback.extract_stack``...) is refused. The rule
+fails safe: a helper missing from the list is refused, never trusted. A code
+object is decided by whose it is, whoever reads it: the code under test may
+read its own, and the standard library's, never a test's (through ``dis`` or
+``inspect`` either). Code compiled or run through the standard library under
+the name of a file it is not (``code.InteractiveConsole``, ``source_to_code``)
+is refused; an import is the import system's own.
+
+A reported test counts only when its function (or the function its decorator
+wraps) comes from a file of the seed that is not editable: a class made at run
+time whose test is ``TestCase.setUp`` is the framework's code, not a test. A
+class a test module defines may hold only such functions: a framework function
+given to it while the tests load (``assertTrue`` as its ``assertEqual``) is a
+violation.
 """
 
 from __future__ import annotations

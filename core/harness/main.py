@@ -221,7 +221,9 @@ def run_framework(framework: str, command: list[str], frameworks: Any, collector
     """Run the framework in this process under the guard; the exit status to end with.
 
     What happened goes to the guard's hook as events, which it writes, signed, to the
-    report: ``start``, then ``end`` or ``aborted``.
+    report: ``start``, then ``end`` or ``aborted``. The framework is imported whole
+    before the working folder goes on ``sys.path`` (:func:`.frameworks.import_framework`):
+    a framework module found in that folder ends the run as ``aborted``.
     """
     audit, monotonic = sys.audit, time.monotonic
     try:

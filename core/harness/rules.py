@@ -51,6 +51,9 @@ INTROSPECTION_EVENTS = frozenset(
         "sys.addaudithook",
         "code.__new__",
         "function.__new__",
+        # Code objects of any file name, unmarshalled (a loader would run them as that file).
+        "marshal.loads",
+        "marshal.load",
     }
 )
 #: Hooks that would run a function of the code under test on every frame (or event).
