@@ -101,6 +101,12 @@ class _RecordingRunner:
         if isinstance(self._inner, PreparingRunner):
             self._inner.prepare(job, progress)
 
+    @property
+    def unrecorded(self) -> Runner:
+        """The runner itself, for the run of the unpatched seed that lists the tests a
+        verdict needs: that sandbox tests no plan, so it is no test of the record."""
+        return self._inner
+
     def run_test(self, job: SandboxJob, *args: Any, **kwargs: Any) -> SandboxOutcome:
         # Kept as the run judged it: with the framework's report verified (and the raw
         # report, signed with the sandbox's key, dropped).

@@ -379,7 +379,7 @@ class Search:
                     self.test_list = list_tests(
                         self.seed,
                         self.files,
-                        self.runner,
+                        getattr(self.runner, "unrecorded", self.runner),
                         environ=self.environ,
                         progress=self.progress,
                     )

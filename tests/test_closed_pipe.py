@@ -20,7 +20,7 @@ EXIT_OUTPUT_CLOSED = 141
 WritePlan = Callable[[Any], Path]
 
 #: What the agent may say on stderr while it works; anything else is a complaint.
-PROGRESS = ("agent: testing in runner", "agent: sandbox ")
+PROGRESS = ("agent: testing in runner", "agent: sandbox ", "agent: listing the unpatched seed's")
 
 
 @pytest.fixture

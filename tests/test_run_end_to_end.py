@@ -32,7 +32,7 @@ def seed_is_never_changed() -> object:
 
 
 def assert_one_sandbox_that_left_nothing(run: AgentRun) -> None:
-    assert len(run.sandboxes) == 1, run.processes
+    assert len(run.tested_sandboxes) == 1, run.processes
     # The workspace lives in memory and in the sandbox's tmpfs: nothing lands in TMPDIR.
     assert list(run.tmpdir.iterdir()) == []
 
