@@ -505,6 +505,6 @@ class Search:
             evidence=evidence_tier(
                 deciding.test_report,
                 test_command=bool(self.seed.test_command),
-                output_tests=bool(getattr(self.seed, "output_tests", ())),
+                output_tests=bool(self.seed.output_tests),
             ),
         )

@@ -64,6 +64,45 @@ def test_a_run_names_the_evidence_its_verdict_rests_on(
     assert f"evidence:        {tier}: {said}" in as_text.stdout
 
 
+OUTPUT_TEST = '[[output_tests]]\ncall = "calculator:add"\nargs = [2, 3]\nexpect = 5\n'
+
+
+@pytest.mark.parametrize(
+    ("command", "tier"),
+    [
+        (None, "output"),
+        ('["python", "check.py"]', "exit-status"),
+        ('["python", "-m", "unittest", "check"]', "framework"),
+    ],
+)
+def test_output_tests_name_the_output_tier_alone_and_the_weaker_beside_a_test_command(
+    command: str | None,
+    tier: str,
+    run_agent: Callable[..., AgentRun],
+    write_plan: Callable[..., Path],
+    tmp_path: Path,
+) -> None:
+    check = (
+        "import sys\nfrom calculator import add\nsys.exit(add(2, 3) != 5)\n"
+        if tier == "exit-status"
+        else "import unittest\nfrom calculator import add\n\n"
+        "class T(unittest.TestCase):\n    def test_add(self):\n"
+        "        self.assertEqual(add(2, 3), 5)\n"
+    )
+    seed = _seed(tmp_path / "outputs", command or '["python", "check.py"]', check)
+    manifest = seed / "seed.toml"
+    text = manifest.read_text()
+    if command is None:
+        text = text.replace('test_command = ["python", "check.py"]\n', "")
+    manifest.write_text(text + OUTPUT_TEST)
+    plan = write_plan({"files": [{"path": "calculator.py", "content": FIXED}]})
+
+    done = run_agent("run", "--seed", str(seed), "--plan", str(plan), "--json")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.json()["evidence"] == tier
+
+
 def test_a_verdict_resting_on_more_than_one_tier_names_the_weakest() -> None:
     framework = TestReport("unittest", "complete")
     exit_status = TestReport(None, "exit-status")
