@@ -53,9 +53,13 @@ finds the caller's line, ``namedtuple`` and ``enum`` the caller's module,
 ``traceback`` formats a stack, an import runs a module): when the function the
 code under test called is one of those (``rules.FRAME_KEEPERS``), and no module
 between it and the event holds a function of the code under test (which the
-standard library would call with a frame: ``logging._is_internal_frame``), the
+standard library would call with a frame: ``logging._is_internal_frame``) nor
+runs a method for an object of the code under test's (an import loader whose
+``get_data`` gives its own source under a test's or logging's file name), the
 event is allowed; any other (``logging.currentframe``, ``inspect.stack``,
-``traceback.walk_stack``, ``traceback.extract_stack``...) is refused. The rule
+``traceback.walk_stack``, ``traceback.extract_stack``...) is refused. Code made
+at run time under a name such as ``"<string>"`` (a ``typing.ForwardRef``'s, a
+dataclass's methods) asks for whoever called it. The rule
 fails safe: a helper missing from the list is refused, never trusted. A code
 object is decided by whose it is, whoever reads it: the code under test may
 read its own, and the standard library's, never a test's (through ``dis`` or
@@ -285,7 +289,13 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         """Who asks for what an event gives: the first frame outside the standard library,
         and the standard library's frame it called (``None`` when it asked itself)."""
         called = None
-        while frame is not None and in_library(frame.f_code.co_filename) is not None:
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            # Code made at run time under a name such as "<string>" (a ForwardRef's, a
+            # dataclass's methods) asks for whoever called it, unless the code under test made it.
+            made = filename.startswith("<") and filename not in tainted
+            if not made and in_library(filename) is None:
+                break
             called, frame = frame, frame.f_back
         return frame, called
 
@@ -325,10 +335,25 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 seen.append(namespace)
                 if any_(foreign(value) for value in list_(namespace.values())):
                     return False
+            # A method run for an object of the code under test's (an import loader whose
+            # get_data gives its own source under a test's or the standard library's name).
+            owner = frame.f_locals.get("self")
+            if owner is not None and foreign_object(owner):
+                return False
             if frame is called:
                 return True
             frame = frame.f_back
         return True
+
+    def foreign_object(owner: Any) -> bool:
+        """Whether ``owner``'s class, or a value it holds, is the code under test's."""
+        if foreign(type_(owner)):
+            return True
+        try:
+            held = list_(vars_(owner).values())
+        except TypeError:  # no __dict__
+            return False
+        return any_(foreign(value) for value in held)
 
     def violation(capability: str, event: str, detail: str) -> None:
         state["violations"] += 1
