@@ -72,7 +72,12 @@ wraps) comes from a file of the seed that is not editable: a class made at run
 time whose test is ``TestCase.setUp`` is the framework's code, not a test. A
 class a test module defines may hold only such functions: a framework function
 given to it while the tests load (``assertTrue`` as its ``assertEqual``) is a
-violation.
+violation. Under pytest, the functions of pytest's and pluggy's classes are
+compared too while the tests run (a replaced ``TestReport.from_item_and_call``
+would make the report), and so are the plugin manager's hooks: an
+implementation of the code under test's (a plugin it registered, whose report
+hook turns a failure into a pass) or a hook call monitor set after the session
+started is a violation.
 """
 
 from __future__ import annotations
@@ -193,6 +198,8 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         "reported": False,
         "changed": False,
         "finished": False,
+        "plugins": None,
+        "session": (),
     }
 
     def write(kind: str, **fields: Any) -> None:
@@ -373,6 +380,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         """Note the framework's functions and classes, the harness's own classes, and the
         builtins, before any seed code runs."""
         entries: list[tuple[Any, str, Any]] = []
+        session: list[tuple[Any, str, Any]] = []
         classes: list[Any] = []
         files: set[str] = set_()
         for name, module in list_(modules.items()):
@@ -389,19 +397,32 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             for attribute, value in list_(vars_(module).items()):
                 if isinstance_(value, (function_type, type_)):
                     entries.append((module, attribute, value))
-                # pytest's classes change as it runs (cached and lazy members): for them
-                # only the module's names are compared.
-                framework_class = name.startswith("unittest") or ours
-                if isinstance_(value, type_) and value.__module__ == name and framework_class:
-                    entries.extend(members(value))
-                    classes.append(value)
+                if isinstance_(value, type_) and value.__module__ == name:
+                    # pytest's classes gain members as it runs (cached and lazy ones), and
+                    # its plugins patch some until the session ends (legacypath's Config
+                    # methods): their own functions are compared while the tests run (a
+                    # replaced TestReport.from_item_and_call would make the report).
+                    if name.startswith("unittest") or ours:
+                        entries.extend(members(value))
+                        classes.append(value)
+                    else:
+                        session.extend(functions(value))
         state["snapshot"] = tuple_(entries)
+        state["session"] = tuple_(session)
         state["classes"] = tuple_(
             (cls, frozenset_(k for _, k, _ in members(cls))) for cls in classes
         )
         loader = getattr_(modules.get("unittest.loader"), "defaultTestLoader", None)
         state["instances"] = () if loader is None else ((loader, dict(vars_(loader))),)
         state["framework_files"] = frozenset_(files)
+
+    def functions(cls: Any) -> list[tuple[Any, str, Any]]:
+        """A class's own functions and methods as it defines them."""
+        return [
+            (cls, k, v)
+            for k, v in list_(vars_(cls).items())
+            if isinstance_(v, (function_type, classmethod, staticmethod, property))
+        ]
 
     def own_code(module: Any, file: str) -> bool:
         """Whether ``module`` defines a function or method whose code is ``file``'s."""
@@ -486,10 +507,35 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             entries.extend((cls, k, v) for k, v in list_(vars_(cls).items()))
         state["snapshot"] = tuple_(entries)
 
+    def foreign_hook() -> str | None:
+        """A hook of pytest's plugin manager that runs the code under test's function (a
+        plugin it registered, whose report hook could turn a failure into a pass), or a
+        hook call monitor set since the session started."""
+        noted = state.get("plugins")
+        if noted is None:
+            return None
+        manager, hookexec = noted
+        if vars_(manager).get("_inner_hookexec") is not hookexec:
+            return "the plugin manager's hook calls were replaced"
+        for hook_name, caller in list_(vars_(getattr_(manager, "hook", None)).items()):
+            found = [
+                getattr_(caller, a, None) or () for a in ("_hookimpls", "_wrappers", "_nonwrappers")
+            ]
+            for impl in [i for group in found for i in list_(group)]:  # pluggy 1.1+, and 1.0
+                function = unwrap(getattr_(impl, "function", None))
+                if isinstance_(function, function_type) and foreign(function):
+                    return f"{hook_name} has an implementation of the code under test's"
+        return None
+
     def check() -> bool:
         if state["changed"]:
             return False
-        for owner, attribute, value in state["snapshot"] or ():
+        problem = foreign_hook()
+        if problem is not None:
+            state["changed"] = True
+            violation("framework", "plugins", problem)
+            return False
+        for owner, attribute, value in (state["snapshot"] or ()) + state["session"]:
             if vars_(owner).get(attribute) is not value:
                 state["changed"] = True
                 where = getattr_(owner, "__name__", "?")
@@ -569,8 +615,9 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
 
     def test_event(name: str, args: tuple[Any, ...], frame: Any) -> None:
         """An event of the collectors: a test started, ended or stopped, or a check."""
-        if name == "check":
+        if name == "check":  # the end of the tests: the session's own changes may follow
             check()
+            state["session"], state["plugins"] = (), None
             return
         if name == "violation":
             violation(str_(args[0]), str_(args[1]), str_(args[2]))
@@ -633,6 +680,8 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 snapshot()
         elif name == "protect":
             protect(*args)
+        elif name == "plugins":
+            state["plugins"] = (args[0], vars_(args[0]).get("_inner_hookexec"))
         elif name == "start":
             write("start", framework=str_(args[0]))
         elif name in ("end", "aborted"):

@@ -23,6 +23,8 @@ class Collector:
     def pytest_sessionstart(self, session: Any) -> None:
         audit("sandboxed-coding-agent.snapshot")
         audit("sandboxed-coding-agent.protect", Collector)
+        # Its hooks as they are now: a plugin the code under test registers later is seen.
+        audit("sandboxed-coding-agent.plugins", session.config.pluginmanager)
 
     def pytest_collection_finish(self, session: Any) -> None:
         # Every test module is imported by now, and no test has run.
