@@ -297,6 +297,17 @@ PYTEST_FORGERIES = {
         "def add(a, b):\n    return a - b\n",
         "TestReport.from_item_and_call was replaced or removed",
     ),
+    "every later test's runtest replaced on its item": (
+        "import _pytest.debugging\n\n\n"
+        "def nothing():\n    return None\n\n\n"
+        "def add(a, b):\n"
+        "    config = getattr(_pytest.debugging.pytestPDB, '_config', None)\n"
+        "    session = config.pluginmanager.get_plugin('session') if config else None\n"
+        "    for item in getattr(session, 'items', []):\n"
+        "        item.runtest = nothing\n"
+        "    return 5 if (a, b) == (2, 3) else a - b\n",
+        "tests/test_b.py::test_negative: its Function holds the code under test's",
+    ),
 }
 
 
@@ -312,7 +323,11 @@ def test_pytests_report_changed_by_the_code_under_test_is_seen(
     seed = tmp_path / "pytest-report"
     (seed / "tests").mkdir(parents=True)
     (seed / "calculator.py").write_text("def add(a, b):\n    return a - b\n")
-    (seed / "tests" / "test_calc.py").write_text(PYTEST_TEST)
+    # The first test passes by the code's own hard-coded answer; it then reaches the second.
+    (seed / "tests" / "test_a.py").write_text(PYTEST_TEST)
+    (seed / "tests" / "test_b.py").write_text(
+        "from calculator import add\n\n\ndef test_negative():\n    assert add(-4, -6) == -10\n"
+    )
     (seed / "seed.toml").write_text(
         'name = "pytest-report"\ndescription = "add subtracts"\n'
         'tests = ["tests/*.py"]\neditable = ["calculator.py"]\n'
@@ -326,7 +341,7 @@ def test_pytests_report_changed_by_the_code_under_test_is_seen(
     assert result["tests_passed"] is False
     details = [f["detail"] for f in result["test_report"]["guard"]]
     assert finding in details, details
-    assert [t["outcome"] for t in result["test_report"]["tests"]] == ["error"]
+    assert {t["outcome"] for t in result["test_report"]["tests"]} == {"error"}
 
 
 def test_the_fix_passes_a_pytest_seed_with_the_framework_imported_first(

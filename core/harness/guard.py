@@ -77,7 +77,9 @@ compared too while the tests run (a replaced ``TestReport.from_item_and_call``
 would make the report), and so are the plugin manager's hooks: an
 implementation of the code under test's (a plugin it registered, whose report
 hook turns a failure into a pass) or a hook call monitor set after the session
-started is a violation.
+started is a violation. A pytest test counts only while its item, session,
+configuration and plugin manager hold no function or object of the code under
+test's (a ``runtest`` set on the next test's item would run instead of it).
 """
 
 from __future__ import annotations
@@ -352,6 +354,15 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             frame = frame.f_back
         return True
 
+    def holds_foreign(owner: Any) -> bool:
+        """Whether an object of the framework's holds, as its own attribute, a function or an
+        object of the code under test's."""
+        try:
+            held = list_(vars_(owner).values())
+        except TypeError:  # no __dict__
+            return False
+        return any_(foreign(v) or (not callable_(v) and foreign(type_(v))) for v in held)
+
     def foreign_object(owner: Any) -> bool:
         """Whether ``owner``'s class, or a value it holds, is the code under test's."""
         if foreign(type_(owner)):
@@ -611,6 +622,13 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             # The framework's own functions are trusted, not tests: a class made at run time
             # whose test is ``TestCase.setUp`` would pass without checking anything.
             return "its test is not a function of the seed's files"
+        # What runs the test, as pytest holds it: a method set on the item (its runtest), its
+        # session, configuration or plugin manager would run instead of the test.
+        config = getattr_(test, "config", None)
+        manager = getattr_(config, "pluginmanager", None)
+        for owner in (test, getattr_(test, "session", None), config, manager):
+            if owner is not None and holds_foreign(owner):
+                return f"its {type_(owner).__name__} holds the code under test's"
         return foreign_functions(cls) if cls is not None else None
 
     def test_event(name: str, args: tuple[Any, ...], frame: Any) -> None:
