@@ -65,7 +65,13 @@ object is decided by whose it is, whoever reads it: the code under test may
 read its own, and the standard library's, never a test's (through ``dis`` or
 ``inspect`` either). Code compiled or run through the standard library under
 the name of a file it is not (``code.InteractiveConsole``, ``source_to_code``)
-is refused; an import is the import system's own.
+is refused; an import is the import system's own, unless it loads from a file
+the test may have written (a zip in ``/tmp``), whose code must then bear its own
+name, and whose ``.pyc`` the code under test may not unmarshal (a module inside
+an archive is of the archive's kind). The guard reads types, classes' members and
+functions' code from the C slots (``type.__dict__["__mro__"]``...), so that no
+property of the code under test's (``__class__``, a metaclass's ``__dict__``)
+runs inside the hook.
 
 A reported test counts only when its function (or the function its decorator
 wraps) comes from a file of the seed that is not editable: a class made at run
@@ -129,7 +135,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         bytes,
     )
     fsdecode, fspath, modules, everything = os.fsdecode, os.fspath, sys.modules, slice(None)
-    w_ok, o_write = os.W_OK, os.O_WRONLY | os.O_RDWR
+    w_ok, f_ok, o_write = os.W_OK, os.F_OK, os.O_WRONLY | os.O_RDWR
     import pathlib
 
     pure_path, path_fspath = pathlib.PurePath, pathlib.PurePath.__fspath__
@@ -148,6 +154,13 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     # Importing a module gives the importer the module alone, whatever its code looked at.
     frame_keepers.update(import_keepers)
     method_type, builtin_types = types.MethodType, (types.BuiltinFunctionType, types.ModuleType)
+    issubclass_ = issubclass
+    # Read from the C slots: a class of the code under test's may define these as properties.
+    class_mro, class_dict = type.__dict__["__mro__"].__get__, type.__dict__["__dict__"].__get__
+    function_code = types.FunctionType.__dict__["__code__"].__get__
+    method_function = types.MethodType.__dict__["__func__"].__get__
+    classmethod_function = classmethod.__dict__["__func__"].__get__
+    staticmethod_function = staticmethod.__dict__["__func__"].__get__
     loader_hooks = frozenset(rules.LOADER_HOOKS)
     permission_error, interrupted, os_error = PermissionError, InterruptedError, OSError
     import_error = ImportError
@@ -238,7 +251,12 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         """In a folder the test may write, and writable (a read-only bind there, such as a
         seed runtime kept under the host's /tmp, is not)."""
         inside = (path + "/").startswith(roots) if roots else True
-        return inside and bool(access(path, w_ok))
+        if not inside:
+            return False
+        # A module inside an archive (/tmp/a.zip/m.py) is the archive's.
+        while path != "/" and not access(path, f_ok):
+            path = path.rsplit("/", 1)[0] or "/"
+        return bool(access(path, w_ok))
 
     def kind(filename: str) -> int:
         known = kinds.get(filename)
@@ -309,23 +327,42 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         return frame, called
 
     def foreign(value: Any) -> bool:
-        """Whether ``value`` (a module's global) would run the code under test when called."""
-        if isinstance_(value, method_type):
-            value = value.__func__
-        if isinstance_(value, function_type):
-            return kind(value.__code__.co_filename) == untrusted_
-        if isinstance_(value, builtin_types) or not callable_(value):
+        """Whether ``value`` (a module's global) would run the code under test when called.
+
+        It runs none of the value's code: types are read from the C slots (``isinstance``
+        would read a ``__class__`` property, ``vars`` a metaclass's ``__dict__``)."""
+        kind_of = type_(value)
+        if issubclass_(kind_of, method_type):
+            value = method_function(value)
+            kind_of = type_(value)
+        if issubclass_(kind_of, function_type):
+            return kind(function_code(value).co_filename) == untrusted_
+        if issubclass_(kind_of, builtin_types) or not callable_(value):
             return False
-        cls = value if isinstance_(value, type_) else type_(value)
-        for owner in getattr_(cls, "__mro__", ()):
-            for member in list_(vars_(owner).values()):
-                function = unwrap(member)
+        cls = value if issubclass_(kind_of, type_) else kind_of
+        for owner in class_mro(cls):
+            for member in list_(class_dict(owner).values()):
+                kind_of = type_(member)
+                if issubclass_(kind_of, classmethod):
+                    member = classmethod_function(member)
+                elif issubclass_(kind_of, staticmethod):
+                    member = staticmethod_function(member)
                 if (
-                    isinstance_(function, function_type)
-                    and kind(function.__code__.co_filename) == untrusted_
+                    issubclass_(type_(member), function_type)
+                    and kind(function_code(member).co_filename) == untrusted_
                 ):
                     return True
         return False
+
+    def own_values(owner: Any) -> list[Any]:
+        """The values an object holds in its own ``__dict__`` (none for a class of the code
+        under test's, whose ``__dict__`` could be a property of its own)."""
+        if foreign(type_(owner)):
+            return []
+        try:
+            return list_(vars_(owner).values())
+        except TypeError:  # no __dict__
+            return []
 
     def keeps_frames(frame: Any, called: Any, keepers: dict[str, frozenset[str]]) -> bool:
         """Whether what the standard library gives for ``frame``'s event stays with it:
@@ -357,21 +394,30 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     def holds_foreign(owner: Any) -> bool:
         """Whether an object of the framework's holds, as its own attribute, a function or an
         object of the code under test's."""
-        try:
-            held = list_(vars_(owner).values())
-        except TypeError:  # no __dict__
-            return False
+        if foreign(type_(owner)):
+            return True
+        held = own_values(owner)
         return any_(foreign(v) or (not callable_(v) and foreign(type_(v))) for v in held)
+
+    def writable_loader(frame: Any, called: Any) -> bool:
+        """Whether a loader between ``frame`` and ``called`` loads from a file the test may
+        have written (its ``path`` or ``archive``)."""
+        while frame is not None:
+            owner = frame.f_locals.get("self")
+            if owner is not None:
+                for value in own_values(owner):
+                    if type_(value) is str_ and value.startswith("/") and kind(value) == untrusted_:
+                        return True
+            if frame is called:
+                return False
+            frame = frame.f_back
+        return False
 
     def foreign_object(owner: Any) -> bool:
         """Whether ``owner``'s class, or a value it holds, is the code under test's."""
         if foreign(type_(owner)):
             return True
-        try:
-            held = list_(vars_(owner).values())
-        except TypeError:  # no __dict__
-            return False
-        return any_(foreign(value) for value in held)
+        return any_(foreign(value) for value in own_values(owner))
 
     def violation(capability: str, event: str, detail: str) -> None:
         state["violations"] += 1
@@ -528,7 +574,12 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         manager, hookexec = noted
         if vars_(manager).get("_inner_hookexec") is not hookexec:
             return "the plugin manager's hook calls were replaced"
-        for hook_name, caller in list_(vars_(getattr_(manager, "hook", None)).items()):
+        relay = vars_(manager).get("hook")
+        if relay is None or holds_foreign(manager) or foreign(type_(relay)):
+            return "the plugin manager holds the code under test's"
+        for hook_name, caller in list_(vars_(relay).items()):
+            if foreign(type_(caller)):
+                return f"{hook_name} is the code under test's"
             found = [
                 getattr_(caller, a, None) or () for a in ("_hookimpls", "_wrappers", "_nonwrappers")
             ]
@@ -822,10 +873,14 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 if called is None:
                     if not dynamic_code(event, args):
                         return
-                elif keeps_frames(frame, called, import_keepers) or not forged(event, args):
-                    # The import system runs every module's code this way; the standard
-                    # library compiles code of its own making under names of its own
-                    # (dataclasses, namedtuple) for the code under test.
+                elif keeps_frames(frame, called, import_keepers):
+                    # The import system runs every module's code this way; a module the test
+                    # may have written (a zip's) must not bear another file's name.
+                    if not (writable_loader(frame, called) and forged(event, args)):
+                        return
+                elif not forged(event, args):
+                    # The standard library compiles code of its own making under names of its
+                    # own (dataclasses, namedtuple, typing) for the code under test.
                     return
             elif event in tracing_events:
                 # A trace function of the code under test would see every frame.
@@ -843,7 +898,10 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 # Who asks: the first frame outside the standard library. A frame, a
                 # traceback or an object walk reaches it unless the standard library's
                 # function it called keeps what it saw (logging, namedtuple, enum...).
-                if keeps_frames(frame, called, frame_keepers):
+                # Unmarshalled code from a folder the test may write (a zip's .pyc) could
+                # bear any file's name.
+                unmarshalled = event.startswith("marshal.") and writable_loader(frame, called)
+                if keeps_frames(frame, called, frame_keepers) and not unmarshalled:
                     return
             elif not untrusted_on_stack(frame):
                 return
