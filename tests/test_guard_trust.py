@@ -306,7 +306,7 @@ PYTEST_FORGERIES = {
         "    for item in getattr(session, 'items', []):\n"
         "        item.runtest = nothing\n"
         "    return 5 if (a, b) == (2, 3) else a - b\n",
-        "tests/test_b.py::test_negative: its Function holds the code under test's",
+        "tests/test_b.py::test_negative: its item holds a function of the code under test's",
     ),
 }
 
@@ -369,3 +369,87 @@ def test_the_fix_passes_a_pytest_seed_with_the_framework_imported_first(
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.json()["test_report"]["guard"] == []
+
+
+HONEST_PYTEST_TEST = r"""
+import logging
+from unittest import mock
+
+import pytest
+
+import calculator
+
+
+@pytest.mark.parametrize(("a", "b", "c"), [(2, 3, 5), (0, 0, 0)])
+def test_add(a, b, c):
+    assert calculator.add(a, b) == c
+
+
+class TestThings:
+    helper = staticmethod(lambda x: x)
+
+    def test_box(self, box, monkeypatch, capsys, caplog, tmp_path, request):
+        request.node.user_box = box
+        monkeypatch.setattr(calculator, "add", lambda a, b: 7)
+        assert calculator.add(1, 1) == 7
+        print("hi")
+        logging.getLogger("x").warning("w")
+        assert capsys.readouterr().out == "hi\n"
+        assert box.v == 3
+
+    def test_mock(self):
+        with mock.patch.object(calculator, "add", return_value=9):
+            assert calculator.add(1, 1) == 9
+
+    @pytest.mark.skip(reason="skipped by the seed")
+    def test_skipped(self):
+        pass
+
+    @pytest.mark.xfail(reason="the seed expects it")
+    def test_xfail(self):
+        assert False
+"""
+
+#: A pytest suite that uses the framework as honest tests do: a fixture giving an object of the
+#: code under test's (kept on the test's item), monkeypatch, mock, capsys, caplog, a class, a
+#: skip and an expected failure of the seed's own.
+HONEST_PYTEST = {
+    "calculator.py": "def add(a, b):\n    return a - b\n\n\nclass Box:\n"
+    "    def __init__(self, v):\n        self.v = v\n",
+    "tests/conftest.py": "import pytest\n\nimport calculator\n\n\n@pytest.fixture\n"
+    "def box():\n    return calculator.Box(3)\n",
+    "tests/test_calc.py": HONEST_PYTEST_TEST,
+}
+
+
+def test_an_honest_pytest_suite_passes_under_the_guard(
+    run_agent: Callable[..., AgentRun],
+    write_plan: Callable[..., Path],
+    tmp_path: Path,
+    runtime_cache: dict[str, str],
+) -> None:
+    seed = tmp_path / "pytest-honest"
+    for path, text in HONEST_PYTEST.items():
+        (seed / path).parent.mkdir(parents=True, exist_ok=True)
+        (seed / path).write_text(text)
+    (seed / "seed.toml").write_text(
+        'name = "pytest-honest"\ndescription = "add subtracts"\n'
+        'tests = ["tests/*.py"]\neditable = ["calculator.py"]\n'
+        f"test_command = {PYTEST_COMMAND}\n"
+        'default_prompt = "Fix add."\n' + RUNTIME
+    )
+    fixed = HONEST_PYTEST["calculator.py"].replace("a - b", "a + b")
+
+    done = _run(run_agent, write_plan, seed, {"calculator.py": fixed}, env=runtime_cache)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = done.json()["test_report"]
+    assert report["guard"] == []
+    assert sorted(t["outcome"] for t in report["tests"]) == [
+        "passed",
+        "passed",
+        "passed",
+        "passed",
+        "skipped",
+        "xfailed",
+    ]

@@ -391,13 +391,13 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             frame = frame.f_back
         return True
 
-    def holds_foreign(owner: Any) -> bool:
-        """Whether an object of the framework's holds, as its own attribute, a function or an
-        object of the code under test's."""
+    def holds_foreign(owner: Any, objects: bool = True) -> bool:
+        """Whether an object of the framework's is the code under test's, or holds, as its own
+        attribute, a function (or, with ``objects``, any object) of the code under test's."""
         if foreign(type_(owner)):
             return True
         held = own_values(owner)
-        return any_(foreign(v) or (not callable_(v) and foreign(type_(v))) for v in held)
+        return any_(foreign(v) or (objects and foreign(type_(v))) for v in held)
 
     def writable_loader(frame: Any, called: Any) -> bool:
         """Whether a loader between ``frame`` and ``called`` loads from a file the test may
@@ -676,8 +676,10 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         # What runs the test, as pytest holds it: a method set on the item (its runtest), its
         # session, configuration or plugin manager would run instead of the test.
         config = getattr_(test, "config", None)
+        if holds_foreign(test, objects=False):  # a test may keep its objects on its item
+            return "its item holds a function of the code under test's"
         manager = getattr_(config, "pluginmanager", None)
-        for owner in (test, getattr_(test, "session", None), config, manager):
+        for owner in (getattr_(test, "session", None), config, manager):
             if owner is not None and holds_foreign(owner):
                 return f"its {type_(owner).__name__} holds the code under test's"
         return foreign_functions(cls) if cls is not None else None
