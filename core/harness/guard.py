@@ -83,9 +83,10 @@ compared too while the tests run (a replaced ``TestReport.from_item_and_call``
 would make the report), and so are the plugin manager's hooks: an
 implementation of the code under test's (a plugin it registered, whose report
 hook turns a failure into a pass) or a hook call monitor set after the session
-started is a violation. A pytest test counts only while its item, session,
-configuration and plugin manager hold no function or object of the code under
-test's (a ``runtest`` set on the next test's item would run instead of it).
+started is a violation. A pytest test counts only while its item holds no
+function of the code under test's (a ``runtest`` set on the next test's item
+would run instead of it; a fixture's object kept on it is the test's own), and
+its session, configuration and plugin manager no function or object of it.
 """
 
 from __future__ import annotations
