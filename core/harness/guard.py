@@ -108,7 +108,10 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     """
     # Everything the hook calls, taken now: the code under test may replace module
     # attributes and builtins later, never these references.
-    getframe, write_fd, access = sys._getframe, os.write, os.access
+    getframe, write_fd, stat_, lstat_ = sys._getframe, os.write, os.stat, os.lstat
+    import stat as stat_module
+
+    s_isreg, s_islnk = stat_module.S_ISREG, stat_module.S_ISLNK
     get_ident = _get_ident()
     digest = _hmac_sha256()
     quote = _json_string()
@@ -136,7 +139,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         bytes,
     )
     fsdecode, fspath, modules, everything = os.fsdecode, os.fspath, sys.modules, slice(None)
-    w_ok, f_ok, o_write = os.W_OK, os.F_OK, os.O_WRONLY | os.O_RDWR
+    o_write = os.O_WRONLY | os.O_RDWR
     import pathlib
 
     pure_path, path_fspath = pathlib.PurePath, pathlib.PurePath.__fspath__
@@ -248,16 +251,48 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     # runner names them: code there is the run's own making, unless it is a seed file.
     roots = tuple_(normal(str_(r)).rstrip("/") + "/" for r in settings.get("writable") or ())
 
+    # Their devices: a file is decided by where it lives, not by whether it is writable now
+    # (a module renamed into place and made read-only, or deleted, is still the run's own).
+    # A read-only bind under them (the seed's files, a seed runtime under /tmp) has another.
+    devices = set_()
+    for root in roots:
+        try:
+            devices.add(stat_(root).st_dev)
+        except os_error:
+            continue  # a folder the sandbox does not have
+
     def writable(path: str) -> bool:
-        """In a folder the test may write, and writable (a read-only bind there, such as a
-        seed runtime kept under the host's /tmp, is not)."""
-        inside = (path + "/").startswith(roots) if roots else True
-        if not inside:
-            return False
-        # A module inside an archive (/tmp/a.zip/m.py) is the archive's.
-        while path != "/" and not access(path, f_ok):
-            path = path.rsplit("/", 1)[0] or "/"
-        return bool(access(path, w_ok))
+        """Whether ``path`` lies where the test may write: on a device of the folders it may
+        write, behind a link it could point elsewhere, or nowhere (deleted, or a member of
+        an archive that is not on a read-only device)."""
+        if path.startswith(("/proc/", "/dev/fd/")):
+            return True  # links the process itself points (its working folder, its files)
+        try:
+            found = stat_(path)
+        except os_error:
+            # A module inside an archive (/tmp/a.zip/m.py) is the archive's; a deleted file,
+            # or one that never was, is the run's own.
+            parent = path
+            while parent != "/":
+                parent = parent.rsplit("/", 1)[0] or "/"
+                try:
+                    found = stat_(parent)
+                except os_error:
+                    continue
+                return not s_isreg(found.st_mode) or found.st_dev in devices
+            return True
+        if found.st_dev in devices:
+            return True
+        prefix = path
+        while prefix != "/":
+            try:
+                link = lstat_(prefix)
+            except os_error:
+                return True
+            if s_islnk(link.st_mode) and link.st_dev in devices:
+                return True  # a link the test could point at its own file later
+            prefix = prefix.rsplit("/", 1)[0] or "/"
+        return False
 
     def kind(filename: str) -> int:
         known = kinds.get(filename)
