@@ -151,6 +151,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     frame_attributes, native_modules = rules.FRAME_ATTRIBUTES, rules.NATIVE_MODULES
     process_events, introspection_events = rules.PROCESS_EVENTS, rules.INTROSPECTION_EVENTS
     tracing_events, code_suffixes = rules.TRACING_EVENTS, tuple(rules.CODE_SUFFIXES)
+    object_walks = frozenset(rules.OBJECT_WALK_EVENTS)
     favourable, max_violations = rules.FAVOURABLE, int(rules.MAX_VIOLATIONS)
     code_attributes = frozenset(rules.CODE_ATTRIBUTES)
     frame_keepers = {file: frozenset(names) for file, names in rules.FRAME_KEEPERS.items()}
@@ -902,12 +903,18 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             if frame is not None and frame.f_code.co_filename.startswith(harness_folder):
                 return  # the harness's own look at frames and files
             who, called = asker(frame)
-            if who is None or kind(who.f_code.co_filename) != untrusted_:
+            if event in object_walks:
+                pass  # every object, or every thread's frame: the harness's alone
+            # A stack of the standard library's alone (a thread the code under test started
+            # on gc.get_objects) is no one's: it is refused as the code under test's.
+            elif who is not None and kind(who.f_code.co_filename) != untrusted_:
                 if event in tracing_events and untrusted_on_stack(frame):
                     pass  # a trace function set for the code under test: below
                 elif capability == "introspection":
                     return
-            if event == "compile" or event == "exec":
+            if event in object_walks:
+                pass  # refused below, whoever called the standard library's function
+            elif event == "compile" or event == "exec":
                 if called is None:
                     if not dynamic_code(event, args):
                         return
@@ -941,7 +948,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 unmarshalled = event.startswith("marshal.") and writable_loader(frame, called)
                 if keeps_frames(frame, called, frame_keepers) and not unmarshalled:
                     return
-            elif not untrusted_on_stack(frame):
+            elif who is not None and not untrusted_on_stack(frame):
                 return
         finally:
             busy.discard(me)

@@ -56,6 +56,17 @@ INTROSPECTION_EVENTS = frozenset(
         "marshal.load",
     }
 )
+#: Walks over every object or every thread's frame: the framework and the standard library
+#: have no use for them while tests run, so the guard refuses them to all but the harness.
+OBJECT_WALK_EVENTS = frozenset(
+    {
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "sys._current_frames",
+        "sys._current_exceptions",
+    }
+)
 #: Hooks that would run a function of the code under test on every frame (or event).
 TRACING_EVENTS = frozenset(
     {
