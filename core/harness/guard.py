@@ -199,6 +199,15 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     standard, not_standard = _standard_library(normal)
     seed_files = absolute(settings.get("files"))
     tests = absolute(settings.get("tests"))
+    # The test files as files, not names: /proc/self/root/..., /proc/self/cwd/... or a link
+    # the test makes reads the same file under another text.
+    test_inodes = set_()
+    for test_file in tests:
+        try:
+            found_test = stat_(test_file)
+        except os_error:
+            continue  # a test file the seed does not have: nothing to read
+        test_inodes.add((found_test.st_dev, found_test.st_ino))
     test_modules = frozenset(_module_names(settings.get("tests") or ()))
     describe = _describer(frame_type)
     allow = frozenset(str_(c) for c in settings.get("allow") or ())
@@ -800,6 +809,14 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 write("aborted", reason=str_(args[0])[:300])
             state["finished"] = True
 
+    def test_file_(path: str) -> bool:
+        """Whether ``path`` (as ``open`` resolves it, links followed) is a test file."""
+        try:
+            found = stat_(path)
+        except (os_error, ValueError):
+            return False  # nothing there to read
+        return (found.st_dev, found.st_ino) in test_inodes
+
     def capability_of(event: str, args: tuple[Any, ...]) -> str | None:
         if event == "object.__getattr__":
             return "introspection" if len_(args) > 1 and args[1] in frame_attributes else None
@@ -818,7 +835,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             writing = any_(c in mode for c in "wax+") or bool(flags & o_write)
             if writing and text.endswith(code_suffixes):
                 return "write-code"
-            return "test-files" if normal(text) in tests else None
+            return "test-files" if normal(text) in tests or test_file_(text) else None
         if event == "import":
             name = (exact(args[0]) if args else None) or ""
             if name.split(".")[0] in native_modules:
