@@ -151,15 +151,27 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     frame_attributes, native_modules = rules.FRAME_ATTRIBUTES, rules.NATIVE_MODULES
     process_events, introspection_events = rules.PROCESS_EVENTS, rules.INTROSPECTION_EVENTS
     tracing_events, code_suffixes = rules.TRACING_EVENTS, tuple(rules.CODE_SUFFIXES)
-    object_walks = frozenset(rules.OBJECT_WALK_EVENTS)
+    object_walks = frozenset(rules.HARNESS_ONLY_EVENTS)
     favourable, max_violations = rules.FAVOURABLE, int(rules.MAX_VIOLATIONS)
     code_attributes = frozenset(rules.CODE_ATTRIBUTES)
     frame_keepers = {file: frozenset(names) for file, names in rules.FRAME_KEEPERS.items()}
     import_keepers = {file: frozenset(names) for file, names in rules.IMPORT_KEEPERS.items()}
+    code_makers = {file: frozenset(names) for file, names in rules.CODE_MAKERS.items()}
+    import importlib.machinery
+
+    library_loaders = (
+        importlib.machinery.SourceFileLoader,
+        importlib.machinery.SourcelessFileLoader,
+    )
+    bootstrap_external = (
+        "<frozen importlib._bootstrap_external>",
+        "importlib/_bootstrap_external.py",
+    )
     # Importing a module gives the importer the module alone, whatever its code looked at.
     frame_keepers.update(import_keepers)
     method_type, builtin_types = types.MethodType, (types.BuiltinFunctionType, types.ModuleType)
     issubclass_ = issubclass
+    dict_get = dict.get  # a namespace may be a dict of the code under test's subclass
     # Read from the C slots: a class of the code under test's may define these as properties.
     class_mro, class_dict = type.__dict__["__mro__"].__get__, type.__dict__["__dict__"].__get__
     function_code = types.FunctionType.__dict__["__code__"].__get__
@@ -323,6 +335,32 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         kinds[filename] = found
         return found
 
+    # The thread the tests run in: the framework starts no other, so code made in another
+    # (a thread the code under test started, whatever function it runs: exec) is its own.
+    main_thread = get_ident()
+
+    def dynamic_origin(frame: Any) -> bool:
+        """Whether code made now under a ``<...>`` name is the code under test's: untrusted
+        code is on this thread's stack (above the body of a trusted module it imports, which
+        makes code of its own: a namedtuple's), or the thread is not the tests' own."""
+        if frame is not None:
+            maker = code_makers.get(in_library(frame.f_code.co_filename) or "")
+            if maker is not None and frame.f_code.co_name in maker:
+                return False
+        here = frame
+        while here is not None:
+            code = here.f_code
+            found = kind(code.co_filename)
+            if found == untrusted_:
+                return True
+            # A trusted module's body, imported (not run as __main__: runpy.run_module's
+            # timeit compiles what sys.argv says), makes code of its own.
+            imported = dict_get(here.f_globals, "__name__") != "__main__"
+            if code.co_name == "<module>" and found == trusted and imported:
+                return False
+            here = here.f_back
+        return get_ident() != main_thread
+
     def untrusted_on_stack(frame: Any) -> bool:
         while frame is not None:
             if kind(frame.f_code.co_filename) == untrusted_:
@@ -444,6 +482,33 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             return True
         held = own_values(owner)
         return any_(foreign(v) or (objects and foreign(type_(v))) for v in held)
+
+    def library_import(frame: Any, called: Any, filename: Any = None) -> bool:
+        """Whether the event of ``frame`` is the import system's own, loading a module that
+        lies in a read-only place (the standard library, the runtime) with a loader of the
+        standard library's kind: reading its cached code, or running it (``filename``, the
+        code's, is then the module's own file)."""
+        for _ in range_(8):
+            if frame is None:
+                return False
+            code = frame.f_code
+            if code.co_filename.endswith(bootstrap_external) and code.co_name in (
+                "get_code",
+                "exec_module",
+            ):
+                loader = frame.f_locals.get("self")
+                if type_(loader) not in library_loaders:
+                    return False
+                path = vars_(loader).get("path")
+                if type_(path) is not str_ or kind(path) != trusted or normal(path) in tests:
+                    return False
+                return filename is None or (
+                    type_(filename) is str_ and normal(filename) == normal(path)
+                )
+            if frame is called:
+                return False
+            frame = frame.f_back
+        return False
 
     def writable_loader(frame: Any, called: Any) -> bool:
         """Whether a loader between ``frame`` and ``called`` loads from a file the test may
@@ -851,6 +916,14 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             return "introspection"
         return None
 
+    def dynamic_name(event: str, args: tuple[Any, ...]) -> str | None:
+        """The file name of the code a ``compile`` or ``exec`` event makes or runs."""
+        found: Any = args[1] if len_(args) > 1 else None
+        if event == "exec":
+            code: Any = args[0] if args else None
+            found = code.co_filename if isinstance_(code, code_type) else None
+        return found if isinstance_(found, str_) else None
+
     def dynamic_code(event: str, args: tuple[Any, ...]) -> bool:
         """Code compiled by untrusted code is untrusted, under whatever name it was given;
         whether it was made to look like a trusted file's."""
@@ -920,6 +993,16 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             if frame is not None and frame.f_code.co_filename.startswith(harness_folder):
                 return  # the harness's own look at frames and files
             who, called = asker(frame)
+            if (event == "compile" or event == "exec") and dynamic_origin(frame):
+                # Made for the code under test, whoever compiles it (code.InteractiveConsole,
+                # a thread whose target is exec): its frames are the code under test's.
+                made = dynamic_name(event, args) or ""
+                # A frozen module the import system runs was compiled by no one here (code
+                # compiled under a frozen module's name was tainted at its compile event).
+                frozen = event == "exec" and made.startswith("<frozen ")
+                if made.startswith("<") and not frozen:
+                    tainted.add(made)
+                    kinds[made] = untrusted_
             if event in object_walks:
                 pass  # every object, or every thread's frame: the harness's alone
             # A stack of the standard library's alone (a thread the code under test started
@@ -944,6 +1027,15 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                     # The standard library compiles code of its own making under names of its
                     # own (dataclasses, namedtuple, typing) for the code under test.
                     return
+                # A module of a read-only place that the import system runs for a C function
+                # the code under test called (socket.getaddrinfo's codec).
+                elif (
+                    event == "exec"
+                    and args
+                    and isinstance_(args[0], code_type)
+                    and library_import(frame, called, args[0].co_filename)
+                ):
+                    return
             elif event in tracing_events:
                 # A trace function of the code under test would see every frame.
                 hooked = args[0] if args else None
@@ -964,6 +1056,15 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 # bear any file's name.
                 unmarshalled = event.startswith("marshal.") and writable_loader(frame, called)
                 if keeps_frames(frame, called, frame_keepers) and not unmarshalled:
+                    return
+                # An import the standard library makes for a C function the code under test
+                # called (socket.getaddrinfo imports encodings.idna), of a module from a
+                # read-only place: the import system's own loader unmarshals its cache.
+                if (
+                    event.startswith("marshal.")
+                    and not unmarshalled
+                    and library_import(frame, called)
+                ):
                     return
             elif who is not None and not untrusted_on_stack(frame):
                 return

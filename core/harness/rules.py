@@ -7,6 +7,15 @@ so changing them afterwards changes nothing.
 
 from __future__ import annotations
 
+#: The standard library's functions that compile text of their own making (a dataclass's
+#: methods, a namedtuple's ``__new__``, a ``ForwardRef``'s expression) under a name such as
+#: ``"<string>"``, by file and function: code they make for the code under test is not
+#: marked as its own, since the framework's classes hold methods of the same name.
+CODE_MAKERS = {
+    "dataclasses.py": frozenset({"_create_fn", "add_fns_to_class"}),
+    "collections/__init__.py": frozenset({"namedtuple"}),
+    "typing.py": frozenset({"__init__", "_evaluate", "evaluate_forward_ref"}),
+}
 TRUSTED, UNTRUSTED, NEUTRAL = 0, 1, 2
 FRAMEWORK_MODULES = ("unittest", "pytest", "_pytest", "pluggy")
 FRAME_ATTRIBUTES = frozenset(
@@ -56,10 +65,12 @@ INTROSPECTION_EVENTS = frozenset(
         "marshal.load",
     }
 )
-#: Walks over every object or every thread's frame: the framework and the standard library
-#: have no use for them while tests run, so the guard refuses them to all but the harness.
-OBJECT_WALK_EVENTS = frozenset(
+#: Walks over every object or every thread's frame, and audit hooks (which see every
+#: event's arguments): the framework and the standard library have no use for them while
+#: tests run, so the guard refuses them to all but the harness.
+HARNESS_ONLY_EVENTS = frozenset(
     {
+        "sys.addaudithook",
         "gc.get_objects",
         "gc.get_referrers",
         "gc.get_referents",
