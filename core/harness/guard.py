@@ -171,7 +171,9 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     frame_keepers.update(import_keepers)
     method_type, builtin_types = types.MethodType, (types.BuiltinFunctionType, types.ModuleType)
     issubclass_ = issubclass
-    dict_get = dict.get  # a namespace may be a dict of the code under test's subclass
+    # A namespace may be a dict of the code under test's subclass (a class body's, from a
+    # metaclass's __prepare__; exec's): its own get or values would run inside the hook.
+    dict_get, dict_values = dict.get, dict.values
     # Read from the C slots: a class of the code under test's may define these as properties.
     class_mro, class_dict = type.__dict__["__mro__"].__get__, type.__dict__["__dict__"].__get__
     function_code = types.FunctionType.__dict__["__code__"].__get__
@@ -438,6 +440,11 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                     return True
         return False
 
+    def frame_self(frame: Any) -> Any:
+        """The ``self`` of ``frame``'s function, read without running a mapping's methods."""
+        names = frame.f_locals
+        return dict_get(names, "self") if issubclass_(type_(names), dict) else None
+
     def own_values(owner: Any) -> list[Any]:
         """The values an object holds in its own ``__dict__`` (none for a class of the code
         under test's, whose ``__dict__`` could be a property of its own)."""
@@ -463,11 +470,11 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             namespace = frame.f_globals
             if not any_(namespace is other for other in seen):
                 seen.append(namespace)
-                if any_(foreign(value) for value in list_(namespace.values())):
+                if any_(foreign(value) for value in list_(dict_values(namespace))):
                     return False
             # A method run for an object of the code under test's (an import loader whose
             # get_data gives its own source under a test's or the standard library's name).
-            owner = frame.f_locals.get("self")
+            owner = frame_self(frame)
             if owner is not None and foreign_object(owner):
                 return False
             if frame is called:
@@ -496,7 +503,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 "get_code",
                 "exec_module",
             ):
-                loader = frame.f_locals.get("self")
+                loader = frame_self(frame)
                 if type_(loader) not in library_loaders:
                     return False
                 path = vars_(loader).get("path")
@@ -514,7 +521,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         """Whether a loader between ``frame`` and ``called`` loads from a file the test may
         have written (its ``path`` or ``archive``)."""
         while frame is not None:
-            owner = frame.f_locals.get("self")
+            owner = frame_self(frame)
             if owner is not None:
                 for value in own_values(owner):
                     if type_(value) is str_ and value.startswith("/") and kind(value) == untrusted_:
@@ -1039,8 +1046,8 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             elif event in tracing_events:
                 # A trace function of the code under test would see every frame.
                 hooked = args[0] if args else None
-                code: Any = getattr_(hooked, "__code__", None)
-                untrusted = isinstance_(code, code_type) and kind(code.co_filename) == untrusted_
+                # Read from the C slots: an object's __code__ may be a property of its own.
+                untrusted = foreign(hooked) or foreign(type_(hooked))
                 if not untrusted and not untrusted_on_stack(frame):
                     return
             elif event == "object.__getattr__" and args[1] in code_attributes:
