@@ -28,20 +28,25 @@ the framework reported through ``sys.audit`` events of their own
   ran (compared at every outcome, at every test's end and at the end).
 
 A test stopped without an outcome is an ``error``. While untrusted code (an
-editable file, a file the test run created, code such files compiled) is
+editable file, a file on a device of the folders the test may write, behind a link
+there, deleted or inside an archive there, code made under a ``<...>`` name while
+such code ran or in a thread other than the tests') is
 asking, the hook refuses the events of each capability below, unless the
 seed allows it (``[guard] allow``), raising :class:`PermissionError` there and
 writing the refusal to the report, so catching the error does not help:
 
 ``introspection``: frames (``sys._getframe``, ``tb_frame``, ``gi_frame``...),
 code objects of the seed's, the framework's or the harness's (``__code__``:
-a test's constants are its expected values), ``gc`` object walks, trace,
+a test's constants are its expected values), ``gc`` object walks, other threads'
+frames and new audit hooks (refused to all but the harness, as is any event of a
+stack of the standard library's alone), trace,
 profile and monitoring hooks, new code objects (``marshal.loads`` too), code set on a function
 (``__code__ = ...``), code compiled under another file's name.
 ``native-code``: ``ctypes``, ``cffi``, the interpreter's test modules, native
 modules from the folders the test may write (refused whoever imports them).
 ``processes``: starting, replacing or signalling processes.
-``test-files``: reading or importing the seed's test files.
+``test-files``: reading or importing the seed's test files (known by inode too, so
+``/proc/self/root/...`` or a link reads none).
 ``write-code``: writing ``.py``, ``.pyc``, ``.so`` or ``.pth`` files.
 
 Who asks for an introspection event is the first frame outside the standard
