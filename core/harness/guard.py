@@ -366,7 +366,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             if code.co_name == "<module>" and found == trusted and imported:
                 return False
             here = here.f_back
-        return get_ident() != main_thread
+        return bool(get_ident() != main_thread)
 
     def untrusted_on_stack(frame: Any) -> bool:
         while frame is not None:
