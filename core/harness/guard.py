@@ -294,8 +294,10 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         """Whether ``path`` lies where the test may write: on a device of the folders it may
         write, behind a link it could point elsewhere, or nowhere (deleted, or a member of
         an archive that is not on a read-only device)."""
-        if path.startswith(("/proc/", "/dev/fd/")):
-            return True  # links the process itself points (its working folder, its files)
+        if path.startswith(("/proc/", "/dev/")):
+            # Links the process itself points (its working folder, its descriptors:
+            # /dev/stdin, /dev/fd/3); no code lives there.
+            return True
         try:
             found = stat_(path)
         except os_error:
