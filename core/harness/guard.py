@@ -114,6 +114,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     # Everything the hook calls, taken now: the code under test may replace module
     # attributes and builtins later, never these references.
     getframe, write_fd, stat_, lstat_ = sys._getframe, os.write, os.stat, os.lstat
+    access, w_ok = os.access, os.W_OK
     import stat as stat_module
 
     s_isreg, s_islnk = stat_module.S_ISREG, stat_module.S_ISLNK
@@ -289,6 +290,25 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             devices.add(stat_(root).st_dev)
         except os_error:
             continue  # a folder the sandbox does not have
+    # Where the writable folders share a device with the interpreter's own code (a remote
+    # sandbox or a container with one file system), the device says nothing: there a file
+    # under a writable folder that may be written now is the run's (a runner that uploads a
+    # git seed's tree makes it read-only), and a renamed, read-only module of the run's own
+    # is not seen: docs/security.md says so.
+    shared = set_()
+    for folder in (harness_folder, *standard, *not_standard):
+        try:
+            shared.add(stat_(folder).st_dev)
+        except os_error:
+            continue
+    shared &= devices
+
+    def on_writable_device(path: str, device: int) -> bool:
+        if device not in devices:
+            return False
+        if device not in shared:
+            return True
+        return (path + "/").startswith(roots) and bool(access(path, w_ok))
 
     def writable(path: str) -> bool:
         """Whether ``path`` lies where the test may write: on a device of the folders it may
@@ -310,9 +330,9 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                     found = stat_(parent)
                 except os_error:
                     continue
-                return not s_isreg(found.st_mode) or found.st_dev in devices
+                return not s_isreg(found.st_mode) or on_writable_device(parent, found.st_dev)
             return True
-        if found.st_dev in devices:
+        if on_writable_device(path, found.st_dev):
             return True
         prefix = path
         while prefix != "/":
@@ -320,7 +340,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 link = lstat_(prefix)
             except os_error:
                 return True
-            if s_islnk(link.st_mode) and link.st_dev in devices:
+            if s_islnk(link.st_mode) and on_writable_device(prefix, link.st_dev):
                 return True  # a link the test could point at its own file later
             prefix = prefix.rsplit("/", 1)[0] or "/"
         return False
@@ -767,12 +787,15 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
 
     def seed_test_code(function: Any) -> bool:
         """Whether ``function``, or a function it wraps (a decorator's ``__wrapped__``), is
-        the seed's own code, from a file of the seed that is not editable."""
+        the seed's own code, from a file of the seed that is not editable (one of its files,
+        or of a git seed's tree in the working folder)."""
         for _ in range_(8):
             if not isinstance_(function, function_type):
                 return False
             file = normal(function.__code__.co_filename)
-            if file in seed_files and file not in editable:
+            # A git seed's tree lies in the working folder, read-only, beside its own files.
+            own = file in seed_files or (file.startswith(cwd + "/") and kind(file) == trusted)
+            if own and file not in editable:
                 return True
             function = vars_(function).get("__wrapped__")
         return False
