@@ -23,6 +23,12 @@ PACKAGES = {
     "unittest-script": ("unittest",),
     "pytest": ("pytest", "_pytest", "pluggy", "unittest", "iniconfig", "packaging"),
 }
+#: The packages whose every submodule is imported too, so that the guard notes pytest's
+#: classes before any seed code runs. A submodule is found through its package's own
+#: folder, never ``sys.path``, so no seed file can take its place once the package is
+#: imported: unittest's (``unittest.mock`` would bring asyncio, some 14 MB of the test's
+#: memory) are left to load when used.
+WALKED = frozenset({"pytest", "_pytest", "pluggy"})
 #: Modules a framework imports only when it needs them (a configuration file's, a version's).
 LAZY_MODULES = ("packaging.version", "tomllib", "tomli", "exceptiongroup", "doctest", "pdb")
 
@@ -55,9 +61,11 @@ def import_framework(framework: str, folders: list[str]) -> None:
 
     for name in PACKAGES.get(framework, ()):
         try:
-            submodules(importlib.import_module(name))
+            package = importlib.import_module(name)
         except ImportError:  # pytest's optional packages
             continue
+        if name in WALKED:
+            submodules(package)
     if framework == "pytest":
         for name in LAZY_MODULES:
             try:
