@@ -16,6 +16,8 @@ from attrs import validators as v
 #: How one test ended. ``failed`` and ``error`` fail a run; the others do not,
 #: but a run needs at least one ``passed``.
 TEST_OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+#: How bad each outcome is, for a test reported more than once: it keeps its worst.
+OUTCOME_RANKS = {"passed": 0, "xpassed": 1, "skipped": 1, "xfailed": 1, "failed": 2, "error": 2}
 #: What became of the framework's report.
 #:
 #: * ``complete``: the framework ran to its end and reported.

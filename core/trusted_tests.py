@@ -36,7 +36,7 @@ from pathlib import Path
 
 import attrs
 
-from .evidence import NeededTest, TestList, TestReport, UnmetTest
+from .evidence import OUTCOME_RANKS, NeededTest, TestList, TestReport, UnmetTest
 from .grading import is_graded
 from .model import SandboxJob, SeedProject
 from .protocols import PreparingRunner, Runner
@@ -158,9 +158,8 @@ def _from_report(seed: str, report: TestReport | None, key: str, sandbox_id: str
         )
         partial = f"the unpatched seed could not load {shown}"
     elif report.status != "complete":
-        partial = f"the unpatched run's report is {report.status}: {report.detail or ''}".rstrip(
-            ": "
-        )
+        said = f": {report.detail}" if report.detail else ""
+        partial = f"the unpatched run's report is {report.status}{said}"
     return TestList(seed, framework, tuple(tests), partial, key, sandbox_id)
 
 
@@ -179,10 +178,9 @@ def checked(report: TestReport | None, listed: TestList | None) -> TestReport | 
     if report is None or listed is None or report.framework is None:
         return report
     outcomes: dict[str, str] = {}
-    ranks = {"passed": 0, "xpassed": 1, "xfailed": 1, "skipped": 1, "failed": 2, "error": 2}
-    for test in report.tests:
+    for test in report.tests:  # a test reported more than once keeps its worst outcome
         known = outcomes.get(test.id)
-        if known is None or ranks[test.outcome] >= ranks[known]:
+        if known is None or OUTCOME_RANKS[test.outcome] >= OUTCOME_RANKS[known]:
             outcomes[test.id] = test.outcome
     unmet = tuple(
         UnmetTest(

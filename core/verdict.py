@@ -21,7 +21,7 @@ from pathlib import PurePosixPath
 import attrs
 
 from . import output_tests
-from .evidence import GuardFinding, TestCaseResult, TestHarness, TestReport
+from .evidence import OUTCOME_RANKS, GuardFinding, TestCaseResult, TestHarness, TestReport
 from .model import SandboxJob, SandboxOutcome, SeedProject
 
 #: The most a harness's report may hold; a larger one is ``tampered``.
@@ -201,9 +201,5 @@ def _test(record: Mapping[str, object]) -> TestCaseResult | None:
         return None
 
 
-#: How bad each outcome is, for a test reported more than once.
-_RANKS = {"passed": 0, "xpassed": 1, "skipped": 1, "xfailed": 1, "failed": 2, "error": 2}
-
-
 def _rank(test: TestCaseResult | None) -> int:
-    return -1 if test is None else _RANKS[test.outcome]
+    return -1 if test is None else OUTCOME_RANKS[test.outcome]
