@@ -25,6 +25,8 @@ import collections
 import dataclasses
 import enum
 import logging
+import socket  # its import makes classes the guard reads before their MRO is set
+import subprocess
 import traceback
 import typing
 

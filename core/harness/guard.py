@@ -453,8 +453,11 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         if issubclass_(kind_of, builtin_types) or not callable_(value):
             return False
         cls = value if issubclass_(kind_of, type_) else kind_of
-        for owner in class_mro(cls):
-            for member in list_(class_dict(owner).values()):
+        # A class still being made has no MRO (nor, before that, a dict) yet: its own
+        # dict is all there is to read.
+        for owner in class_mro(cls) or (cls,):
+            members = class_dict(owner)
+            for member in list_(members.values()) if members is not None else []:
                 kind_of = type_(member)
                 if issubclass_(kind_of, classmethod):
                     member = classmethod_function(member)
