@@ -28,9 +28,10 @@ def watch_test_parts() -> None:
     original = case._Outcome.testPartExecutor
     should_stop = case._ShouldStop
 
+    # Its second argument is ``subTest`` from Python 3.11, ``isTest`` before: passed on as given.
     @contextlib.contextmanager
-    def testPartExecutor(self: Any, test_case: Any, subTest: bool = False) -> Any:
-        with original(self, test_case, subTest):
+    def testPartExecutor(self: Any, test_case: Any, *args: Any, **kwargs: Any) -> Any:
+        with original(self, test_case, *args, **kwargs):
             try:
                 yield
             except should_stop as stop:
