@@ -22,11 +22,14 @@ outcome. Tests in neither list, and the exit status, do not matter.
 A listed ID is matched exactly as the harness names the test: a pytest node ID
 (``tests/test_x.py::TestA::test_b[1]``), or a unittest dotted name
 (``tests.test_x.TestA.test_b``; ``__main__.TestA.test_b`` for a script that
-calls ``unittest.main()``). For unittest, two other ways of writing the same
-test are accepted, since they are what people copy:
+calls ``unittest.main()``). Other ways of writing the same test are accepted,
+since they are what people copy, whichever framework ran:
 
 * the path form, ``tests/test_x.py::TestA::test_b``, read as
-  ``tests.test_x.TestA.test_b``;
+  ``tests.test_x.TestA.test_b`` for unittest;
+* the dotted form, ``tests.test_x.TestA.test_b``, read for pytest as the node ID
+  ``tests/test_x.py::TestA::test_b`` (or ``tests/test_x/TestA.py::test_b``: each
+  split of the module path from the names, the first the report holds);
 * unittest's own description of a test, as ``python -m unittest -v`` prints it:
   ``test_b (tests.test_x.TestA.test_b)``, or ``test_b (tests.test_x.TestA)`` as
   Python before 3.11 (and SWE-bench's Django lists) wrote it.
@@ -35,6 +38,14 @@ A listed ID resolves to one name, the ID as written when the report holds it;
 the names the harness reports are never rewritten, so no two tests of the
 report can ever be taken for one another. The module is named as unittest
 imported it: ``discover -s tests`` names ``tests/test_x.py`` ``test_x``.
+
+One more rule reads SWE-bench's lists as its harness does: that harness takes a
+test's name from its log up to the first space, so a parametrized test whose
+parameters hold one is listed cut short (``test_error[required-Missing`` for
+``test_error[required-Missing data.]``). A listed ID the report does not hold
+names every reported test whose name, cut at its first whitespace, is that ID,
+and it passed only if each of them passed (where the official harness keeps
+the last one its log prints).
 """
 
 from __future__ import annotations
@@ -46,7 +57,7 @@ from typing import TYPE_CHECKING
 import attrs
 from attrs import validators as v
 
-from .evidence import TestReport
+from .evidence import OUTCOME_RANKS, TestReport
 
 if TYPE_CHECKING:
     from .model import SandboxOutcome, SeedProject
@@ -59,9 +70,6 @@ PASSING_OUTCOMES = ("passed",)
 SHOWN_TESTS = 5
 _SHOWN_ID_CHARS = 120
 
-#: How bad each outcome is, for a test reported more than once: a passing one never
-#: hides one that is not.
-_RANKS = {"passed": 0, "xfailed": 1, "skipped": 2, "xpassed": 2, "failed": 3, "error": 3}
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _PATH_FORM = re.compile(r"(?:\./)?(?P<module>[^:]+)\.py::(?P<names>.+)")
 _DESCRIPTION_FORM = re.compile(r"(?P<method>[A-Za-z_]\w*) \((?P<owner>[^()\s]+)\)")
@@ -137,6 +145,8 @@ class Grade:
         limit, no report); ``None`` when it can.
     :ivar resolution: one of :data:`RESOLUTIONS`.
     :ivar resolved: whether the resolution is ``FULL``: the attempt passed.
+    :ivar missing_reason: why no reported test had the names of the missing tests, as far
+        as the report tells (``None`` when none is missing).
     """
 
     fail_to_pass: GradedTests = attrs.field(validator=v.instance_of(GradedTests))
@@ -153,6 +163,7 @@ class Grade:
         default=attrs.Factory(lambda grade: grade.resolution == "FULL", takes_self=True),
         validator=_is_full,
     )
+    missing_reason: str | None = None
 
     def agrees_with(self, other: Grade | None) -> bool:
         """Whether ``other`` graded the same tests the same way, to the same resolution (the
@@ -189,6 +200,8 @@ class Grade:
             more = len(not_passed) - SHOWN_TESTS
             said += "; not passed: " + ", ".join(not_passed[:SHOWN_TESTS])
             said += f" and {more} more" if more > 0 else ""
+        if self.missing_reason is not None:
+            said += f"; missing: {self.missing_reason}"
         if self.report_problem is not None:
             said += f"; not counted: {self.report_problem}"
         return said
@@ -222,12 +235,18 @@ def grade(
         framework = report.framework
         for test in report.tests:
             known = outcomes.get(test.id)
-            if known is None or _RANKS[test.outcome] >= _RANKS[known]:
+            if known is None or OUTCOME_RANKS[test.outcome] >= OUTCOME_RANKS[known]:
                 outcomes[test.id] = test.outcome
+    to_fix = _graded(fail_to_pass, outcomes, framework)
+    to_keep = _graded(pass_to_pass, outcomes, framework)
+    problem = _report_problem(report, stopped)
+    # A report that cannot be trusted (cut off, refused) says itself why tests are missing.
+    missing = [] if problem is not None else [*to_fix.missing, *to_keep.missing]
     return Grade(
-        fail_to_pass=_graded(fail_to_pass, outcomes, framework),
-        pass_to_pass=_graded(pass_to_pass, outcomes, framework),
-        report_problem=_report_problem(report, stopped),
+        fail_to_pass=to_fix,
+        pass_to_pass=to_keep,
+        report_problem=problem,
+        missing_reason=_missing_reason(missing, outcomes, framework),
     )
 
 
@@ -246,6 +265,22 @@ def graded(outcome: SandboxOutcome, seed: SeedProject) -> SandboxOutcome:
     return attrs.evolve(outcome, grade=found)
 
 
+def _missing_reason(
+    missing: Sequence[str], outcomes: Mapping[str, str], framework: str | None
+) -> str | None:
+    """Why the report holds none of ``missing``: no test at all, or tests named otherwise."""
+    if not missing:
+        return None
+    if not outcomes:
+        return "the report holds no test (none collected, or the run ended before any)"
+    example = _shown(next(iter(outcomes)))
+    forms = {"pytest": "pytest node IDs", "unittest": "unittest names"}
+    named = forms.get(framework or "", "names")
+    said = f"no reported test has {'that name' if len(missing) == 1 else 'those names'}"
+    said += f" ({len(outcomes)} reported, as {named} such as {example!r})"
+    return said + ": another form of the ID, or a test the test command does not select"
+
+
 def _report_problem(report: TestReport | None, stopped: str | None) -> str | None:
     if report is None or report.framework is None:
         return (
@@ -259,16 +294,34 @@ def _report_problem(report: TestReport | None, stopped: str | None) -> str | Non
     return stopped
 
 
+def _cut_short(outcomes: Mapping[str, str]) -> dict[str, str]:
+    """The worst outcome of the reported tests by their names cut at the first whitespace,
+    for the names that hold any."""
+    cut: dict[str, str] = {}
+    for name, outcome in outcomes.items():
+        parts = name.split(maxsplit=1)
+        if len(parts) == 2:
+            known = cut.get(parts[0])
+            if known is None or OUTCOME_RANKS[outcome] >= OUTCOME_RANKS[known]:
+                cut[parts[0]] = outcome
+    return cut
+
+
 def _graded(
     listed: Sequence[str], outcomes: Mapping[str, str], framework: str | None
 ) -> GradedTests:
     passed: list[str] = []
     failed: list[str] = []
     missing: list[str] = []
+    cut_short: dict[str, str] | None = None
     for test_id in listed:
         outcome = next(
             (outcomes[name] for name in names_of(test_id, framework) if name in outcomes), None
         )
+        if outcome is None and test_id and not any(c.isspace() for c in test_id):
+            if cut_short is None:
+                cut_short = _cut_short(outcomes)
+            outcome = cut_short.get(test_id)
         if outcome is None:
             missing.append(test_id)
         elif outcome in PASSING_OUTCOMES:
@@ -280,9 +333,12 @@ def _graded(
 
 def names_of(test_id: str, framework: str | None) -> tuple[str, ...]:
     """The names the harness may report the test ``test_id`` names by, the first that the
-    report holds being the one: the ID itself, then (for unittest) what its path form or
-    its description form names."""
+    report holds being the one: the ID itself, then what its other forms name (for
+    unittest its path form or description form, for pytest the node IDs of its dotted or
+    described form)."""
     names = [test_id]
+    if framework == "pytest":
+        return tuple(dict.fromkeys([*names, *_node_ids(test_id)]))
     if framework not in ("unittest", "unittest-script"):
         return tuple(names)
     path_form = _PATH_FORM.fullmatch(test_id)
@@ -297,3 +353,19 @@ def names_of(test_id: str, framework: str | None) -> tuple[str, ...]:
     return tuple(
         dict.fromkeys(name for name in names if name == test_id or _DOTTED.fullmatch(name))
     )
+
+
+def _node_ids(test_id: str) -> list[str]:
+    """The pytest node IDs a unittest name (dotted, or described) may stand for: each split
+    of its parts into a module path and the names within it."""
+    described = _DESCRIPTION_FORM.fullmatch(test_id)
+    if described is not None:
+        method, owner = described["method"], described["owner"]
+        test_id = owner if owner.endswith("." + method) else f"{owner}.{method}"
+    if _DOTTED.fullmatch(test_id) is None:
+        return []
+    parts = test_id.split(".")
+    return [
+        "/".join(parts[:split]) + ".py::" + "::".join(parts[split:])
+        for split in range(len(parts) - 1, 0, -1)
+    ]

@@ -253,7 +253,7 @@ def test_no_form_of_an_id_makes_two_tests_of_the_report_one() -> None:
     )
 
 
-def test_a_pytest_node_id_matches_only_itself() -> None:
+def test_a_pytest_node_id_matches_only_itself_and_a_unittest_name_its_node() -> None:
     nodes = report(
         ("tests/test_calc.py::test_add[2-3-5]", "failed"),
         ("tests/test_calc.py::test_add[0-0-0]", "passed"),
@@ -264,17 +264,53 @@ def test_a_pytest_node_id_matches_only_itself() -> None:
     found = grade(
         nodes,
         ["tests/test_calc.py::test_add", "tests.test_calc.Add.test_adds"],
-        ["tests/test_calc.py::test_add[0-0-0]"],
+        ["tests/test_calc.py::test_add[0-0-0]", "test_adds (tests.test_calc.Add)"],
     )
 
-    assert found.fail_to_pass.missing == (
-        "tests/test_calc.py::test_add",
-        "tests.test_calc.Add.test_adds",
+    # No prefix of a name is the name, but the dotted and described forms name the node.
+    assert found.fail_to_pass.missing == ("tests/test_calc.py::test_add",)
+    assert found.fail_to_pass.passed == ("tests.test_calc.Add.test_adds",)
+    assert found.pass_to_pass.passed == (
+        "tests/test_calc.py::test_add[0-0-0]",
+        "test_adds (tests.test_calc.Add)",
     )
-    assert found.pass_to_pass.passed == ("tests/test_calc.py::test_add[0-0-0]",)
     assert names_of("tests/test_calc.py::Add::test_adds", "pytest") == (
         "tests/test_calc.py::Add::test_adds",
     )
+    assert names_of("tests.test_calc.Add.test_adds", "pytest") == (
+        "tests.test_calc.Add.test_adds",
+        "tests/test_calc/Add.py::test_adds",
+        "tests/test_calc.py::Add::test_adds",
+        "tests.py::test_calc::Add::test_adds",
+    )
+
+
+def test_a_name_cut_at_its_first_space_matches_every_test_it_starts_and_all_must_pass() -> None:
+    """SWE-bench's lists hold names cut where the official log parser cut them."""
+    nodes = report(
+        ("tests/test_fields.py::test_make_error[required-Missing data for field.]", "passed"),
+        ("tests/test_cli.py::test_fix_stdin[ select * from t ]", "passed"),
+        ("tests/test_cli.py::test_fix_stdin[  select 1 ]", "failed"),
+        ("tests/test_cli.py::test_lint[x]", "passed"),
+        framework="pytest",
+    )
+
+    found = grade(
+        nodes,
+        ["tests/test_fields.py::test_make_error[required-Missing"],
+        [
+            "tests/test_cli.py::test_fix_stdin[",
+            "tests/test_cli.py::test_lint[",
+            "tests/test_cli.py",
+        ],
+    )
+
+    assert found.fail_to_pass.passed == ("tests/test_fields.py::test_make_error[required-Missing",)
+    # One of the two tests the cut name starts failed: the name failed.
+    assert found.pass_to_pass.failed == ("tests/test_cli.py::test_fix_stdin[",)
+    # Only a cut at whitespace: a shorter prefix of a name without any is no name.
+    assert found.pass_to_pass.missing == ("tests/test_cli.py::test_lint[", "tests/test_cli.py")
+    assert found.resolution == "NO"
 
 
 # -- the grade as a value ------------------------------------------------------------------------
@@ -310,7 +346,11 @@ def test_a_grade_reads_back_from_its_json() -> None:
         "report_problem": None,
         "resolution": "PARTIAL",
         "resolved": False,
+        "missing_reason": None,
     }
+    assert structure(data, Grade) == made
+    # A record written before grades explained missing tests reads back the same.
+    del data["missing_reason"]
     assert structure(data, Grade) == made
 
 
@@ -622,3 +662,21 @@ def test_a_pytest_seed_is_graded_by_node_id(
     assert result["test_exit_code"] == 1  # the unrelated test fails every time
     assert result["grade"]["resolution"] == resolution
     assert result["grade"]["pass_to_pass"]["passed"] == ["tests/test_calc.py::test_add[0-0-0]"]
+
+
+def test_a_missing_test_is_explained_by_what_the_report_holds() -> None:
+    nodes = report(("tests/test_calc.py::test_add", "passed"), framework="pytest")
+    empty = report(framework="pytest")
+
+    wrong_form = grade(nodes, ["calc.tests.Add.test_add"], [])
+    nothing = grade(empty, ["tests/test_calc.py::test_add"], [])
+    found = grade(nodes, ["tests/test_calc.py::test_add"], [])
+
+    assert wrong_form.missing_reason is not None
+    assert "1 reported, as pytest node IDs such as 'tests/test_calc.py::test_add'" in (
+        wrong_form.missing_reason
+    )
+    assert "missing: no reported test has that name" in wrong_form.summary
+    assert nothing.missing_reason is not None
+    assert nothing.missing_reason.startswith("the report holds no test")
+    assert found.missing_reason is None

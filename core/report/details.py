@@ -202,6 +202,8 @@ def _graded(grade: Grade) -> str:
     for name, tests in (("fail_to_pass", grade.fail_to_pass), ("pass_to_pass", grade.pass_to_pass)):
         for how in ("passed", "failed", "missing"):
             lines.extend(f"{name} {how:8} {test}" for test in getattr(tests, how))
+    if grade.missing_reason is not None:
+        lines.append(f"missing: {grade.missing_reason}")
     if grade.report_problem is not None:
         lines.append(f"not counted: {grade.report_problem}")
     return "\n".join(lines)
