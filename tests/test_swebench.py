@@ -231,14 +231,14 @@ def import_seeds(swe: Callable[..., AgentRun], bench: Bench, tmp_path: Path, *mo
 
 def evaluate(
     swe: Callable[..., AgentRun], bench: Bench, tmp_path: Path, patches: dict[str, str | None],
-    *more: str,
+    *more: str, tasks: list[dict[str, Any]] | None = None,
 ) -> tuple[AgentRun, dict[str, Any], dict[str, dict[str, Any]]]:  # fmt: skip
     folder = tmp_path / f"evaluation-{len(list(tmp_path.glob('evaluation-*')))}"
     folder.mkdir()
     preds = bench.predictions_file(folder, patches)
     results, report = folder / "results.jsonl", folder / "report.json"
     done = swe(
-        "evaluate", str(preds), "--tasks", str(bench.tasks_file(folder)),
+        "evaluate", str(preds), "--tasks", str(bench.tasks_file(folder, tasks)),
         "--repos", str(bench.repos), "--out", str(results), "--report", str(report),
         "--framework", "unittest", "--jobs", "3", *more,
     )  # fmt: skip
@@ -461,7 +461,10 @@ def test_batch_results_become_predictions_that_git_apply_takes_on_the_base_commi
         assert "test_clamp_high" not in request.body.decode()
 
     preds = tmp_path / "preds.jsonl"
-    done = swe("predictions", str(results), "--model-name", "acme/model-1", "--out", str(preds))
+    done = swe(
+        "predictions", str(results), "--model-name", "acme/model-1", "--out", str(preds),
+        "--only-passed",
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in preds.read_text().splitlines()]
     assert [line["instance_id"] for line in lines] == list(IDS)
@@ -479,12 +482,13 @@ def test_batch_results_become_predictions_that_git_apply_takes_on_the_base_commi
     assert (checkout / "calc/ops.py").read_text() == OPS_FIXED
     assert (checkout / "calc/stats.py").read_text() == STATS_FIXED
 
-    # With --include-failed, the failing run's patch is given too, and applies as well.
+    # By default (or with --include-failed) the failing run's patch is given too, and applies.
     every = tmp_path / "every.jsonl"
-    done = swe(
-        "predictions", str(results), "--model-name", "m", "--out", str(every), "--include-failed"
-    )
+    done = swe("predictions", str(results), "--model-name", "m", "--out", str(every))
     assert done.returncode == 0, done.stderr
+    again = tmp_path / "again.jsonl"
+    swe("predictions", str(results), "--model-name", "m", "--out", str(again), "--include-failed")
+    assert again.read_text() == every.read_text()
     second = json.loads(every.read_text().splitlines()[1])["model_patch"]
     git(checkout, "apply", data=second)
     assert (checkout / "calc/text.py").read_text() == wrong
@@ -565,6 +569,8 @@ def test_gold_patches_resolve_every_task_and_the_report_has_swebench_shape(
         "completed_instances": 3,
         "resolved_instances": 3,
         "unresolved_instances": 0,
+        "infra_failure_instances": 0,
+        "ambiguous_failure_instances": 0,
         "empty_patch_instances": 0,
         "error_instances": 0,
         "completed_ids": list(IDS),
@@ -573,6 +579,9 @@ def test_gold_patches_resolve_every_task_and_the_report_has_swebench_shape(
         "submitted_ids": list(IDS),
         "resolved_ids": list(IDS),
         "unresolved_ids": [],
+        "infra_failure_ids": [],
+        "ambiguous_failure_ids": [],
+        "failure_reasons": {},
         "error_ids": [],
         "schema_version": 2,
     }
@@ -621,6 +630,63 @@ def test_empty_non_applying_and_breaking_patches_are_told_apart(
     assert refused["reason"].startswith("patch does not apply")
     assert refused["run"] is None
     assert lines["acme__calc-3"]["outcome"] == "empty_patch"
+
+
+@pytest.mark.usefixtures("clone_untouched")
+def test_a_patch_that_changes_nothing_is_unresolved_and_tests_that_never_run_are_the_machines(
+    swe: Callable[..., AgentRun], bench: Bench, tmp_path: Path
+) -> None:
+    # A hunk that puts back the line it takes out: it applies, and the tree stays the base's.
+    unchanged = (
+        "diff --git a/README b/README\n--- a/README\n+++ b/README\n@@ -1 +1 @@\n-calc\n+calc\n"
+    )
+    # A task whose test module needs a package the runtime lacks: no test runs, ever.
+    needs = (
+        "import not_installed_anywhere\nimport unittest\n\n\nclass NeedsTest(unittest.TestCase):\n"
+    )
+    needs += "    def test_it(self):\n        pass\n"
+    cannot_run = {
+        **bench.task("acme__calc-2"),
+        "instance_id": "acme__calc-4",
+        "test_patch": diff_of_base(bench, tmp_path, {"tests/test_needs.py": needs}),
+        "FAIL_TO_PASS": ["tests.test_needs.NeedsTest.test_it"],
+    }
+    # A patch that breaks the import the task's tests need: the patch's failure, perhaps.
+    breaks_import = diff_of_base(
+        bench, tmp_path, {"calc/text.py": "import not_installed_anywhere\n" + TEXT_BASE}
+    )
+    done, report, lines = evaluate(
+        swe, bench, tmp_path,
+        {
+            "acme__calc-1": unchanged,
+            "acme__calc-2": breaks_import,
+            "acme__calc-4": cannot_run["patch"],
+        },
+        tasks=[bench.task("acme__calc-1"), bench.task("acme__calc-2"), cannot_run],
+    )  # fmt: skip
+
+    assert done.returncode == 1, done.stderr
+    nothing = lines["acme__calc-1"]
+    assert (nothing["outcome"], nothing["resolution"]) == ("unresolved", "NO")
+    assert "changes nothing" in nothing["reason"]
+    machine = lines["acme__calc-4"]
+    assert (machine["outcome"], machine["error_kind"]) == ("error", "environment")
+    assert machine["reason"].startswith("no test ran, before the patch or after it")
+    assert "not_installed_anywhere" in machine["run"]["test_output"]
+    assert (machine["failure_reason"], machine["failure_tier"]) == (
+        "tests_cannot_run",
+        "environment",
+    )
+    broken = lines["acme__calc-2"]
+    assert (broken["outcome"], broken["failure_tier"]) == ("unresolved", "ambiguous")
+    assert report["unresolved_ids"] == ["acme__calc-1", "acme__calc-2"]
+    assert report["error_ids"] == ["acme__calc-4"]
+    assert report["infra_failure_ids"] == ["acme__calc-4"]
+    assert report["ambiguous_failure_ids"] == ["acme__calc-2"]
+    assert report["failure_reasons"] == {
+        "acme__calc-2": "missing_module",
+        "acme__calc-4": "tests_cannot_run",
+    }
 
 
 def diff_of_base(bench: Bench, tmp_path: Path, files: dict[str, str]) -> str:

@@ -35,11 +35,22 @@ from attrs import validators as v
 from .. import contract, manifest, orchestrator
 from ..batch import TaskError, TaskResult, run_tasks
 from ..errors import AgentError, PlanRejected, Rejection
+from ..evidence import NeededTest, TestCaseResult
 from ..grading import Grade
-from ..model import ALWAYS_TEST_PATHS, LIMIT_CEILINGS, PatchFile, PatchPlan, RunResult
+from ..model import (
+    ALWAYS_TEST_PATHS,
+    LIMIT_CEILINGS,
+    PatchFile,
+    PatchPlan,
+    RunResult,
+    SeedProject,
+)
 from ..patterns import matches_any
 from ..plugins import PluginHost
+from ..protocols import Runner
 from ..seeds import TEST_INFRASTRUCTURE
+from ..trusted_tests import list_tests
+from ..verdict import seed_framework
 from . import patches, seeds
 from .patches import PatchProblem
 from .seeds import ImportOptions, SeedSpec
@@ -50,11 +61,18 @@ OUTCOMES = ("resolved", "unresolved", "empty_patch", "error")
 #: What an ``error`` was, so that a model's failure is never taken for the machine's:
 #: ``patch`` (it does not apply, or is no whole-file plan), ``policy`` (refused before any
 #: sandbox), ``task`` (the task itself cannot be set up: its clone, commit or test_patch),
-#: ``sandbox``, ``usage`` and ``internal``.
-ERROR_KINDS = ("patch", "policy", "task", "sandbox", "usage", "configuration", "internal")
+#: ``environment`` (no test ran, before the patch or after it: the runtime cannot run the
+#: task's tests), ``sandbox``, ``usage`` and ``internal``.
+ERROR_KINDS = (
+    "patch", "policy", "task", "environment", "sandbox", "usage", "configuration", "internal"
+)  # fmt: skip
+#: How sure a failure's likely cause is, as SWE-bench's report says it: ``environment``
+#: (the machine's, whatever the patch did) or ``ambiguous`` (the machine's or the patch's).
+FAILURE_TIERS = ("environment", "ambiguous")
 #: The version of SWE-bench's report layout that :func:`report` writes.
 REPORT_SCHEMA_VERSION = 2
 PATCH_DOES_NOT_APPLY = "patch does not apply"
+_IMPORT_FAILURE = "unittest.loader._FailedTest."
 
 
 @attrs.frozen
@@ -75,6 +93,10 @@ class InstanceResult:
     :ivar grade: each FAIL_TO_PASS and PASS_TO_PASS test, passed, failed or missing.
     :ivar rejections: for a ``policy`` error, every reason.
     :ivar run: the sandbox run, when there was one.
+    :ivar failure_reason: for an instance not resolved, its likely cause when the facts
+        point at the machine rather than the patch (:func:`failure_of`): advisory, as in
+        SWE-bench's report; the instance stays unresolved or an error.
+    :ivar failure_tier: how sure that cause is, one of :data:`FAILURE_TIERS`.
     """
 
     instance_id: str
@@ -90,6 +112,8 @@ class InstanceResult:
     grade: Grade | None = None
     rejections: tuple[Rejection, ...] = ()
     run: RunResult | None = None
+    failure_reason: str | None = None
+    failure_tier: str | None = attrs.field(default=None, validator=v.optional(v.in_(FAILURE_TIERS)))
 
 
 @attrs.frozen
@@ -219,12 +243,36 @@ def evaluate_one(
         found = attrs.evolve(base, error_kind=kind, reason=error.message)
     except Exception as error:  # one instance's bug must not end the evaluation
         found = attrs.evolve(base, error_kind="internal", reason=f"{type(error).__name__}: {error}")
+    cause = failure_of(found)
     return attrs.evolve(
         found,
         model_name_or_path=prediction.model_name_or_path,
         line=prediction.line,
         seconds=round(time.monotonic() - started, 3),
+        failure_reason=cause[0] if cause else None,
+        failure_tier=cause[1] if cause else None,
     )
+
+
+def failure_of(result: InstanceResult) -> tuple[str, str] | None:
+    """The likely cause of ``result``'s failure and its tier, when the facts point at the
+    machine: read from what the run recorded, not from its output's wording (the output is
+    the code under test's to write), except a missing module, which only the output says."""
+    if result.outcome == "error" and result.error_kind in ("sandbox", "environment"):
+        reason = "tests_cannot_run" if result.error_kind == "environment" else "sandbox_error"
+        return reason, "environment"
+    run = result.run
+    if result.outcome not in ("unresolved", "error") or run is None:
+        return None
+    if run.test_timed_out:
+        return "tests_timed_out", "ambiguous"
+    if run.limit_hit == "memory":
+        return "out_of_memory", "ambiguous"
+    if "ModuleNotFoundError" in run.test_output:
+        return "missing_module", "ambiguous"
+    if run.test_report is None or not _any_test(run.test_report.tests):
+        return "no_tests_collected", "ambiguous"
+    return None
 
 
 def _evaluate(
@@ -250,6 +298,14 @@ def _evaluate(
         raise _Failed("task", error.message) from None
     try:
         patched = patches.apply(folder, task.base_commit, prediction.model_patch, what="patch")
+    except patches.ChangesNothing:
+        # As in SWE-bench: the tree stays the base commit's, whose FAIL_TO_PASS tests fail.
+        return InstanceResult(
+            task.instance_id,
+            "unresolved",
+            resolution="NO",
+            reason="the patch applies but changes nothing: the base commit stays as it was",
+        )
     except PatchProblem as error:
         reason = error.message
         if not reason.startswith(PATCH_DOES_NOT_APPLY):
@@ -293,14 +349,32 @@ def _evaluate(
     except BadLine as error:
         raise _Failed("task", error.problem) from None
     seed = manifest.load_seed(written)
+    chosen = host.runner(runner)
     run = orchestrator.run(
         seed,
-        runner=host.runner(runner),
+        runner=chosen,
         policies=host.policies_for(seed),
         plan=planned.plan,
         environ=environ,
     )
     grade = run.grade
+    ran = run.test_report is not None and _any_test(run.test_report.tests)
+    # No test ran after the patch: did any run before it? One more sandbox, only then.
+    if not ran and not run.test_timed_out and not _ran_unpatched(seed, chosen, environ):
+        return InstanceResult(
+            task.instance_id,
+            "error",
+            error_kind="environment",
+            reason=(
+                "no test ran, before the patch or after it: the runtime cannot run the "
+                "task's tests (an interpreter, a package or the project missing; see the "
+                "test output)"
+            ),
+            changed_files=run.changed_files,
+            ignored_files=planned.ignored,
+            grade=grade,
+            run=run,
+        )
     resolved = grade is not None and grade.resolved
     why: str | None = None
     if not resolved:
@@ -315,6 +389,20 @@ def _evaluate(
         grade=grade,
         run=run,
     )
+
+
+def _ran_unpatched(seed: SeedProject, runner: Runner, environ: Mapping[str, str]) -> bool:
+    """Whether any test of ``seed`` runs without the patch (in a sandbox of ``runner``)."""
+    files = seed.read_files()
+    if seed_framework(seed, files) is None:
+        return True  # an exit status alone: nothing to tell
+    return _any_test(list_tests(seed, files, runner, environ=environ, prepare=True).tests)
+
+
+def _any_test(tests: Iterable[TestCaseResult | NeededTest]) -> bool:
+    """Whether any of ``tests`` is a test, not unittest's stand-in for a module it could not
+    import (``unittest.loader._FailedTest.NAME``)."""
+    return any(not test.id.startswith(_IMPORT_FAILURE) for test in tests)
 
 
 def evaluate(
@@ -360,14 +448,22 @@ def report(
     submitted: Iterable[str],
     results: Iterable[InstanceResult],
 ) -> dict[str, object]:
-    """SWE-bench's run report (schema version 2) of ``results``.
+    """SWE-bench's run report (schema version 2, with the keys swebench 5 added: the
+    instances whose failure was likely the machine's, ``infra_failure_*`` when surely,
+    ``ambiguous_failure_*`` when perhaps, each with its ``failure_reasons`` entry; they
+    stay among the unresolved or error instances) of ``results``.
 
     :param tasks: every instance of the tasks file.
     :param submitted: the instances a prediction was read for.
     """
     by_outcome: dict[str, set[str]] = {outcome: set() for outcome in OUTCOMES}
+    by_tier: dict[str, set[str]] = {tier: set() for tier in FAILURE_TIERS}
+    reasons: dict[str, str] = {}
     for result in results:
         by_outcome[result.outcome].add(result.instance_id)
+        if result.failure_tier is not None and result.failure_reason is not None:
+            by_tier[result.failure_tier].add(result.instance_id)
+            reasons[result.instance_id] = result.failure_reason
     every = {task.instance_id for task in tasks}
     submitted_ids = set(submitted) & every
     completed = by_outcome["resolved"] | by_outcome["unresolved"]
@@ -377,6 +473,8 @@ def report(
         "completed_instances": len(completed),
         "resolved_instances": len(by_outcome["resolved"]),
         "unresolved_instances": len(by_outcome["unresolved"]),
+        "infra_failure_instances": len(by_tier["environment"]),
+        "ambiguous_failure_instances": len(by_tier["ambiguous"]),
         "empty_patch_instances": len(by_outcome["empty_patch"]),
         "error_instances": len(by_outcome["error"]),
         "completed_ids": sorted(completed),
@@ -385,6 +483,9 @@ def report(
         "submitted_ids": sorted(submitted_ids),
         "resolved_ids": sorted(by_outcome["resolved"]),
         "unresolved_ids": sorted(by_outcome["unresolved"]),
+        "infra_failure_ids": sorted(by_tier["environment"]),
+        "ambiguous_failure_ids": sorted(by_tier["ambiguous"]),
+        "failure_reasons": dict(sorted(reasons.items())),
         "error_ids": sorted(by_outcome["error"]),
         "schema_version": REPORT_SCHEMA_VERSION,
     }
@@ -400,6 +501,7 @@ def as_task_result(result: InstanceResult) -> TaskResult:
             "patch": "rejected",
             "policy": "rejected",
             "sandbox": "sandbox-error",
+            "environment": "sandbox-error",
             "usage": "usage-error",
             "configuration": "usage-error",
             "task": "usage-error",

@@ -36,6 +36,10 @@ class PatchProblem(Exception):
         super().__init__(message)
 
 
+class ChangesNothing(PatchProblem):
+    """A patch that applies and leaves the tree as it was."""
+
+
 @attrs.frozen
 class Change:
     """One file a patch changes.
@@ -152,7 +156,8 @@ def apply(folder: Path, commit: str, patch: str, *, what: str = "the patch") -> 
     """``patch`` applied to ``commit``'s tree in the bare repository ``folder``.
 
     :param what: what the patch is, for messages.
-    :raises PatchProblem: the patch does not apply (with git's reason), changes nothing,
+    :raises PatchProblem: the patch does not apply (with git's reason), changes nothing
+        (:class:`ChangesNothing`),
         changes more than :data:`MAX_CHANGED_FILES` files, or a file whose name is not
         UTF-8 or holds a control character.
     """
@@ -194,7 +199,7 @@ def apply(folder: Path, commit: str, patch: str, *, what: str = "the patch") -> 
         if len(changes) > MAX_CHANGED_FILES:
             raise PatchProblem(f"{what} changes more than {MAX_CHANGED_FILES} files")
     if not changes:
-        raise PatchProblem(f"{what} changes nothing")
+        raise ChangesNothing(f"{what} changes nothing")
     return Patched(folder, commit, tree, tuple(changes))
 
 

@@ -35,11 +35,12 @@ def predictions(
     include_failed: Annotated[
         bool,
         typer.Option(
-            "--include-failed",
-            help="Also give the patch of a run whose tests did not pass (by default its "
-            "model_patch is empty).",
+            "--include-failed/--only-passed",
+            help="Give the patch of every run that changed something, passed or not, as the "
+            "official harness grades them all (the default); --only-passed leaves the "
+            "model_patch of a run that did not pass empty.",
         ),
-    ] = False,
+    ] = True,
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
