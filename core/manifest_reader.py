@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from .errors import UsageError
 from .evidence import GUARD_CAPABILITIES
 from .manifest_errors import ManifestError, key_lines
 from .output_tests import CALL, MAX_OUTPUT_TESTS, MAX_TEXT_CHARS, OutputTest
+from .project_metadata import PROJECT_FILES, ProjectMetadata, ProjectMetadataError, read_project
 from .seeds import (
     ALWAYS_TEST_PATHS,
     TEST_INFRASTRUCTURE,
@@ -302,46 +302,37 @@ class ManifestReader:
         except git_source.GitSourceError as error:
             raise self.fail(("source",), error.message) from None
 
-    def project_requirements(
-        self, root: Path, source: git_source.SourceTree | None
-    ) -> tuple[str, ...]:
-        """The ``[project] dependencies`` of the project's ``pyproject.toml``: the seed's own
-        one if it has one, else the tree's."""
-        text: bytes | None
-        if (root / "pyproject.toml").is_file() or source is None:
+    def project_metadata(self, root: Path, source: git_source.SourceTree | None) -> ProjectMetadata:
+        """What the project says about itself (:mod:`.project_metadata`), from its
+        ``pyproject.toml``, ``setup.cfg`` and ``setup.py``: the seed folder's own ones if it
+        has any, else the tree's."""
+        own = any((root / path).is_file() for path in PROJECT_FILES)
+
+        def read(path: str) -> bytes | None:
+            if own or source is None:
+                if not (root / path).is_file():
+                    return None
+                try:
+                    data = seed_files.read_seed_files(root, (path,), untrusted=self.untrusted)
+                except seed_files.SeedFileError as error:
+                    raise self.fail(("runtime", "project"), error.message) from None
+                return data[path]
             try:
-                data = seed_files.read_seed_files(
-                    root, ("pyproject.toml",), untrusted=self.untrusted
-                )
-            except seed_files.SeedFileError as error:
-                raise self.fail(("runtime", "project"), error.message) from None
-            text = data["pyproject.toml"]
-        else:
-            try:
-                text = git_source.show(source, "pyproject.toml")
+                return git_source.show(source, path)
             except git_source.GitSourceError as error:
                 raise self.fail(("runtime", "project"), error.message) from None
-        if text is None:
-            raise self.fail(("runtime", "project"), "the project has no pyproject.toml")
+
         try:
-            project = tomllib.loads(text.decode("utf-8")).get("project", {})
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError, ValueError):
-            raise self.fail(
-                ("runtime", "project"), "the project's pyproject.toml is not valid TOML"
-            ) from None
-        dependencies = project.get("dependencies", []) if isinstance(project, dict) else None
-        if not isinstance(dependencies, list) or not all(isinstance(d, str) for d in dependencies):
+            found = read_project(read)
+        except ProjectMetadataError as error:
+            raise self.fail(("runtime", "project"), error.message) from None
+        if len(found.dependencies) > MAX_REQUIREMENTS:
             raise self.fail(
                 ("runtime", "project"),
-                "the project's pyproject.toml has no list of strings at [project] dependencies",
-            )
-        if len(dependencies) > MAX_REQUIREMENTS:
-            raise self.fail(
-                ("runtime", "project"),
-                f"the project's pyproject.toml lists {len(dependencies)} dependencies; "
+                f"the project lists {len(found.dependencies)} dependencies; "
                 f"a runtime installs at most {MAX_REQUIREMENTS}",
             )
-        return tuple(dependencies)
+        return found
 
     def test_ids(self, data: Mapping[str, Any], key: str) -> tuple[str, ...]:
         value = data.get(key, [])
@@ -495,12 +486,14 @@ class ManifestReader:
         project = table.get("project", False)
         if not isinstance(project, bool):
             raise self.fail(("runtime", "project"), "must be true or false")
+        metadata = self.project_metadata(root, source) if project else None
         try:
             return SeedRuntime(
                 python=python,
                 requirements=requirements,
                 project=project,
-                project_requirements=self.project_requirements(root, source) if project else (),
+                project_requirements=metadata.dependencies if metadata else (),
+                project_metadata=metadata,
             )
         except ValueError as error:
             reason = str(error).removeprefix("requirements: ")

@@ -32,10 +32,13 @@ current folder (a downloaded seed's ``uv.toml`` or ``pyproject.toml``, which
 could name another index or install somewhere else) is never the seed's.
 
 A runtime with :attr:`~sandboxed_coding_agent.core.model.SeedRuntime.project` gets
-the project's dependencies (read from its ``pyproject.toml`` by the manifest) as
-more requirements, and a ``.pth`` file naming the sandbox's project folder
+the project's dependencies (read by the manifest from its ``pyproject.toml``,
+``setup.cfg`` or ``setup.py``, never run: :mod:`.project_metadata`) as more
+requirements, a ``.pth`` file naming the sandbox's project folder
 (:data:`PROJECT_FOLDER`, and its ``src``), so the test imports the patched files
-where the sandbox has them. The project itself is never built or installed: its
+where the sandbox has them, and the ``.dist-info`` folder an editable install
+would leave (name, version, requirements, entry points), so the project's
+metadata and plugins are found. The project itself is never built: its
 ``setup.py`` or build backend would be its author's code running on the host.
 """
 
@@ -57,11 +60,12 @@ import attrs
 
 from .errors import SandboxError
 from .model import SeedRuntime
+from .project_metadata import ProjectMetadata
 
 Progress = Callable[[str], None]
 CACHE_FOLDER = Path("sandboxed-coding-agent", "runtimes")
 #: How runtimes are built; part of the key, so a runtime built another way is never reused.
-RECIPE = 4
+RECIPE = 5
 #: Where a sandbox that uses a prepared runtime has the project under test (and runs the test).
 PROJECT_FOLDER = "/workspace"
 #: The runtime's ``.pth`` file putting the project's folders on ``sys.path``.
@@ -143,6 +147,9 @@ def runtime_key(runtime: SeedRuntime) -> str:
             "requirements": runtime.requirements,
             "project": runtime.project,
             "project_requirements": runtime.project_requirements,
+            "project_metadata": (
+                None if runtime.project_metadata is None else attrs.asdict(runtime.project_metadata)
+            ),
             "machine": f"{sys.platform}-{os.uname().machine}",
             "recipe": RECIPE,
         }
@@ -264,6 +271,24 @@ def _compile(interpreter: str, root: Path) -> None:
         raise SandboxError("compiling the seed runtime's modules took too long") from None
 
 
+def _install_project_metadata(root: Path, metadata: ProjectMetadata | None) -> None:
+    """Leave the project's ``.dist-info`` folder in the environment, as an editable install
+    would: metadata and entry points, read from the project's files, never built."""
+    if metadata is None or not metadata.name:
+        return
+    folder = _site_packages(root) / metadata.folder_name
+    folder.mkdir()
+    for name, text in metadata.files().items():
+        (folder / name).write_text(text, encoding="utf-8")
+
+
+def _site_packages(root: Path) -> Path:
+    found = sorted(root.glob("lib/python*/site-packages"))
+    if len(found) != 1:
+        raise SandboxError(f"the prepared runtime has no single site-packages folder in {root}")
+    return found[0]
+
+
 def _put_project_on_path(root: Path) -> None:
     """Name the sandbox's project folder in a ``.pth`` file of the environment.
 
@@ -273,10 +298,7 @@ def _put_project_on_path(root: Path) -> None:
     ``site`` then never imports a project's ``sitecustomize.py`` from the project
     folder, before the sandbox's harness has started.
     """
-    found = sorted(root.glob("lib/python*/site-packages"))
-    if len(found) != 1:
-        raise SandboxError(f"the prepared runtime has no single site-packages folder in {root}")
-    site_packages = found[0]
+    site_packages = _site_packages(root)
     folders = (f"{PROJECT_FOLDER}/src", PROJECT_FOLDER)
     (site_packages / PROJECT_PATH_FILE).write_text("".join(f"{f}\n" for f in folders))
     customize = site_packages / "sitecustomize.py"
@@ -332,6 +354,7 @@ def prepare_runtime(runtime: SeedRuntime, progress: Progress = _silent) -> Prepa
                 _uv(uv, [*install, "--", *requirements], progress, cwd=root.parent)
             if runtime.project:
                 _put_project_on_path(root)
+                _install_project_metadata(root, runtime.project_metadata)
             if requirements or runtime.project:
                 _compile(interpreter, root)
             record = {"python": prepared.python, "base_prefixes": list(prepared.base_prefixes)}

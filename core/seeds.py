@@ -27,6 +27,7 @@ from . import patterns, seed_files
 from .evidence import GUARD_CAPABILITIES
 from .git_source import SourceTree
 from .output_tests import MAX_OUTPUT_TESTS, OutputProbe, OutputTest
+from .project_metadata import ProjectMetadata
 
 #: Files that steer a test run (pytest's conftest and configuration), so they count as
 #: test files in every seed: a plan that could rewrite them could fake any test result.
@@ -170,13 +171,17 @@ class SeedRuntime:
     :ivar python: the Python version, such as ``"3.12"``; ``None`` means the agent's own.
     :ivar requirements: requirement specifiers of packages from the index, such as
         ``"pytest>=8"``; never a URL or a path.
-    :ivar project: the project under test's own dependencies (the ``[project]``
-        ``dependencies`` of the seed's ``pyproject.toml``) are installed too, and the
-        project's folder (``src`` when it has one) is put on the sandbox's ``sys.path``,
-        so its tests import the patched files. Nothing of the project is built or run
-        outside the sandbox.
-    :ivar project_requirements: those dependencies, read from the seed's
-        ``pyproject.toml`` when the seed is loaded (part of the cache key).
+    :ivar project: the project under test's own dependencies (from its
+        ``pyproject.toml``, ``setup.cfg`` or ``setup.py``, read and never run) are
+        installed too, the project's folder (``src`` when it has one) is put on the
+        sandbox's ``sys.path``, so its tests import the patched files, and its metadata
+        is installed as an editable install leaves it. Nothing of the project is built
+        or run outside the sandbox.
+    :ivar project_requirements: those dependencies, read when the seed is loaded (part
+        of the cache key).
+    :ivar project_metadata: the project's name, version and entry points, read when the
+        seed is loaded (:mod:`.project_metadata`; part of the cache key); ``None``
+        without ``project``.
     """
 
     python: str | None = attrs.field(default=None, validator=v.optional(v.matches_re(r"3\.\d+")))
@@ -187,6 +192,7 @@ class SeedRuntime:
     project_requirements: tuple[str, ...] = attrs.field(
         default=(), converter=_as_tuple, validator=_requirement
     )
+    project_metadata: ProjectMetadata | None = None
 
 
 @attrs.frozen

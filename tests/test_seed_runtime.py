@@ -619,3 +619,84 @@ def test_nothing_of_the_project_runs_on_the_host(
 
     assert result.tests_passed, result.test_output
     assert not ran.exists()
+
+
+#: A test that reads the project's metadata and loads its plugin through its entry point.
+METADATA_TEST = """\
+import importlib.metadata
+import unittest
+
+
+class MetadataTest(unittest.TestCase):
+    def test_the_projects_version_is_its_own(self):
+        self.assertEqual(importlib.metadata.version("calc"), "1.0")
+
+    def test_its_plugin_loads_through_its_entry_point(self):
+        (point,) = importlib.metadata.entry_points(group="calc.plugins")
+        self.assertEqual(point.load()(2), 6)
+
+    def test_its_requirements_are_in_its_metadata(self):
+        self.assertEqual(importlib.metadata.requires("calc"), ["sca-project-dep"])
+"""
+#: The same project declared each way a project may be: none of it is ever run on the host.
+DECLARATIONS = {
+    "pyproject.toml": {
+        "pyproject.toml": (
+            '[project]\nname = "calc"\nversion = "1.0"\ndependencies = ["sca-project-dep"]\n'
+            '[project.entry-points."calc.plugins"]\nscaled = "calc:scaled"\n'
+        ),
+    },
+    "setup.cfg": {
+        "setup.cfg": (
+            "[metadata]\nname = calc\nversion = 1.0\n\n[options]\n"
+            "install_requires =\n    sca-project-dep\n\n"
+            "[options.entry_points]\ncalc.plugins =\n    scaled = calc:scaled\n"
+        ),
+        "setup.py": "import os\nos.makedirs({ran!r})\nfrom setuptools import setup\nsetup()\n",
+    },
+    "setup.py": {
+        "setup.py": (
+            "import os\nos.makedirs({ran!r})\nfrom setuptools import setup\n"
+            "REQUIRES = ['sca-project-dep']\n"
+            "setup(name='calc', version='1.0', install_requires=REQUIRES,"
+            " package_dir={{'': 'src'}},"
+            " entry_points={{'calc.plugins': ['scaled = calc:scaled']}})\n"
+        ),
+    },
+}
+
+
+@pytest.mark.parametrize("declared_in", sorted(DECLARATIONS))
+def test_a_projects_metadata_and_entry_points_are_installed_as_an_editable_install_leaves_them(
+    declared_in: str, runtime_cache: Path, project_index: Path, tmp_path: Path
+) -> None:
+    ran = tmp_path / "ran-on-the-host"
+    folder = tmp_path / "seed"
+    package = "src/calc/__init__.py"
+    files = {
+        package: BROKEN_PACKAGE,
+        "tests/test_metadata.py": METADATA_TEST,
+        "seed.toml": (
+            'name = "calc-metadata"\ndescription = "scaled() adds one"\n'
+            f'tests = ["tests/test_metadata.py"]\neditable = ["{package}"]\n'
+            'test_command = ["python", "-m", "unittest", "discover", "-s", "tests"]\n'
+            'default_prompt = "Fix scaled()."\n\n[runtime]\nproject = true\n'
+        ),
+        **{path: text.format(ran=str(ran)) for path, text in DECLARATIONS[declared_in].items()},
+    }
+    for path, text in files.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_text(text)
+    seed = load_seed(folder)
+
+    fixed = run_project(seed, "src", FIXED_PACKAGE)
+    broken = run_project(seed, "src", BROKEN_PACKAGE)
+
+    assert seed.runtime is not None
+    assert seed.runtime.project_metadata is not None
+    assert seed.runtime.project_metadata.source == declared_in
+    assert seed.runtime.project_requirements == ("sca-project-dep",)
+    assert fixed.tests_passed, fixed.test_output
+    assert not broken.tests_passed
+    assert "test_its_plugin_loads_through_its_entry_point" in broken.test_output
+    assert not ran.exists()

@@ -9,7 +9,6 @@ changes, never its content.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from .. import manifest
 from ..git_source import git
 from ..model import ALWAYS_TEST_PATHS, LIMIT_CEILINGS
 from ..patterns import matches_any
+from ..project_metadata import ProjectMetadataError, read_project
 from . import patches
 from .patches import Patched, PatchProblem
 from .tasks import BadLine, TaskInstance
@@ -57,7 +57,7 @@ class ImportOptions:
     :ivar requirements: packages of the seed's runtime; ``None``: ``pytest`` for pytest,
         none for unittest.
     :ivar project: install the project's own dependencies (``[runtime] project``);
-        ``None``: when its ``pyproject.toml`` has a ``[project]`` table.
+        ``None``: when the project names itself (:func:`has_project_table`).
     :ivar python: the runtime's Python version; ``None``: the agent's own.
     """
 
@@ -131,14 +131,19 @@ def test_command(framework: str, runnable: Sequence[str]) -> tuple[str, ...]:
 
 
 def has_project_table(folder: Path, commit: str) -> bool:
-    """Whether the commit's ``pyproject.toml`` has a ``[project]`` table."""
-    found = git(["cat-file", "-s", f"{commit}:pyproject.toml"], git_dir=folder, check=False)
-    if found.returncode != 0 or int(found.stdout) > patches.MAX_FILE_BYTES:
-        return False
-    text = git(["cat-file", "blob", f"{commit}:pyproject.toml"], git_dir=folder).stdout
+    """Whether the commit's tree is a Python project that names itself: a ``[project]``
+    table in ``pyproject.toml``, a ``[metadata] name`` in ``setup.cfg``, or a literal
+    ``setup(name=...)`` in ``setup.py`` (:mod:`...project_metadata`, read, never run)."""
+
+    def read(path: str) -> bytes | None:
+        found = git(["cat-file", "-s", f"{commit}:{path}"], git_dir=folder, check=False)
+        if found.returncode != 0 or int(found.stdout) > patches.MAX_FILE_BYTES:
+            return None
+        return git(["cat-file", "blob", f"{commit}:{path}"], git_dir=folder).stdout
+
     try:
-        return isinstance(tomllib.loads(text.decode("utf-8")).get("project"), dict)
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError, ValueError):
+        return bool(read_project(read).name)
+    except ProjectMetadataError:
         return False
 
 

@@ -44,7 +44,7 @@ ProjectOption = Annotated[
     typer.Option(
         "--project/--no-project",
         help="Install the project's own dependencies and put it on sys.path in the sandbox; "
-        "default: when its pyproject.toml has a [project] table.",
+        "default: when the project names itself in pyproject.toml, setup.cfg or setup.py.",
     ),
 ]
 PythonOption = Annotated[
