@@ -455,3 +455,28 @@ def test_an_honest_pytest_suite_passes_under_the_guard(
         "skipped",
         "xfailed",
     ]
+
+
+def test_the_code_under_test_may_read_the_code_of_the_projects_own_modules_not_a_tests(
+    run_agent: Callable[..., AgentRun], write_plan: Callable[..., Path], seed: Path
+) -> None:
+    """A project that reads its own functions' code (astroid does, to infer what they
+    return) passes; the test's code, which holds its expected values, stays refused."""
+    (seed / "helpers.py").write_text("def double(value):\n    return value * 2\n")
+    own = (
+        "import helpers\n\n\ndef add(a, b):\n"
+        "    assert helpers.double.__code__.co_argcount == 1\n"
+        "    return a + b\n"
+    )
+    tests = (
+        "import test_calculator\n\n\ndef add(a, b):\n"
+        "    test_calculator.Visible.test_add.__code__.co_consts\n"
+        "    return a + b\n"
+    )
+
+    reads_own = _run(run_agent, write_plan, seed, {"calculator.py": own})
+    reads_tests = _run(run_agent, write_plan, seed, {"calculator.py": tests})
+
+    assert reads_own.returncode == 0, reads_own.stdout[-2000:] + reads_own.stderr[-2000:]
+    assert reads_tests.returncode == 1
+    assert reads_tests.json()["tests_passed"] is False

@@ -190,6 +190,8 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     permission_error, interrupted, os_error = PermissionError, InterruptedError, OSError
     import_error = ImportError
     cwd = os.getcwd()
+    # The project's folder, where the test runs (never the whole tree).
+    cwd_prefix = cwd.rstrip("/") + "/" if cwd.rstrip("/") else "\0"
 
     def exact(text: Any) -> str | None:
         """``text`` as a plain ``str`` (a subclass's methods are the code under test's)."""
@@ -982,13 +984,19 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         return True
 
     def trusted_code(owner: Any, attribute: str) -> bool:
-        """Whether the code object ``owner.attribute`` is the seed's, the framework's or the
-        harness's (the standard library's code and code made at run time hold no secret)."""
+        """Whether the code object ``owner.attribute`` is a test's, the framework's or the
+        harness's. The standard library's code and code made at run time hold no secret, nor
+        does the project's own code outside its test files, which the code under test may
+        import anyway (a project that reads its own functions' code: astroid)."""
         code: Any = getattr_(owner, attribute, None)
         if not isinstance_(code, code_type):
             return True
         filename = code.co_filename
-        return kind(filename) == trusted and in_library(filename) is None
+        if kind(filename) != trusted or in_library(filename) is not None:
+            return False
+        real = normal(filename)
+        project = real in seed_files or real.startswith(cwd_prefix)
+        return not project or real in tests or test_file_(real)
 
     def forged(event: str, args: tuple[Any, ...]) -> bool:
         """Whether code compiled or run through the standard library for the code under
