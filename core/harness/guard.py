@@ -36,8 +36,8 @@ seed allows it (``[guard] allow``), raising :class:`PermissionError` there and
 writing the refusal to the report, so catching the error does not help:
 
 ``introspection``: frames (``sys._getframe``, ``tb_frame``, ``gi_frame``...),
-code objects of the seed's, the framework's or the harness's (``__code__``:
-a test's constants are its expected values), ``gc`` object walks, other threads'
+code objects of the seed's tests, the framework's or the harness's (``__code__``:
+a test's constants are its expected values; the project's other modules' are its own), ``gc`` object walks, other threads'
 frames and new audit hooks (refused to all but the harness, as is any event of a
 stack of the standard library's alone), trace,
 profile and monitoring hooks, new code objects (``marshal.loads`` too), code set on a function
