@@ -37,9 +37,9 @@ writing the refusal to the report, so catching the error does not help:
 
 ``introspection``: frames (``sys._getframe``, ``tb_frame``, ``gi_frame``...),
 code objects of the seed's tests, the framework's or the harness's (``__code__``:
-a test's constants are its expected values; the project's other modules' are its own), ``gc`` object walks, other threads'
-frames and new audit hooks (refused to all but the harness, as is any event of a
-stack of the standard library's alone), trace,
+a test's constants are its expected values; the project's other modules' are its
+own), ``gc`` object walks, other threads' frames and new audit hooks (refused to all
+but the harness, as is any event of a stack of the standard library's alone), trace,
 profile and monitoring hooks, new code objects (``marshal.loads`` too), code set on a function
 (``__code__ = ...``), code compiled under another file's name.
 ``native-code``: ``ctypes``, ``cffi``, the interpreter's test modules, native
