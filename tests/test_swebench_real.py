@@ -34,6 +34,23 @@ SPECS: dict[str, dict[str, Any]] = {
         "python": "3.9",
         "requirements": ["pytest", "pytz", "python-dateutil", "simplejson"],
     },
+    # The project's own dependencies come from its setup.cfg.
+    "pylint-dev/astroid": {"python": "3.9", "requirements": ["pytest"]},
+    "sqlfluff/sqlfluff": {"python": "3.9", "requirements": ["pytest"]},
+}
+
+
+#: One line of each gold patch broken: the fix made wrong, the code still valid.
+BREAKS = {
+    "marshmallow-code__marshmallow-1164": (
+        "+            nested_obj = list(nested_obj)",
+        "+            nested_obj = nested_obj",
+    ),
+    "pylint-dev__astroid-1268": ("+        return str(node)", "+        return repr(node)"),
+    "sqlfluff__sqlfluff-2419": (
+        "+            description=f\"Use 'COALESCE' instead of '{context.segment.raw_upper}'.\",",
+        "+            description=None,",
+    ),
 }
 
 
@@ -45,7 +62,7 @@ def repository(instance_id: str, repos: Path) -> str:
         folder.mkdir(parents=True)
         with tarfile.open(HERE / f"{instance_id}.tar.gz") as archive:
             archive.extractall(folder, filter="data")
-        when = "2019-03-01T00:00:00Z"
+        when = "2020-01-01T00:00:00Z"
         env = {
             **os.environ,
             "GIT_AUTHOR_NAME": "pruned",
@@ -116,10 +133,8 @@ def test_the_gold_patch_of_a_real_instance_resolves_and_a_broken_one_does_not(
     tmp_path: Path,
 ) -> None:
     gold = ROWS[instance_id]["patch"]
-    # The fix's last added line made a ``pass`` at its indentation: one line of it broken.
-    last = [line for line in gold.splitlines() if line.startswith("+") and line[1:].strip()][-1]
-    indent = last[1 : len(last) - len(last[1:].lstrip())]
-    broken = gold.replace(last + "\n", f"+{indent}pass\n", 1)
+    old, new = BREAKS[instance_id]
+    broken = gold.replace(old, new, 1)
     assert broken != gold
 
     resolved = evaluate(run_agent, real, tmp_path / "gold", instance_id, gold)
@@ -132,5 +147,7 @@ def test_the_gold_patch_of_a_real_instance_resolves_and_a_broken_one_does_not(
         json.loads(ROWS[instance_id]["PASS_TO_PASS"])
     )
     assert unresolved["outcome"] == "unresolved", unresolved.get("reason")
-    assert unresolved["grade"]["fail_to_pass"]["failed"]
+    assert unresolved["grade"]["fail_to_pass"]["failed"] == json.loads(
+        ROWS[instance_id]["FAIL_TO_PASS"]
+    )
     assert empty["outcome"] == "empty_patch"
