@@ -689,6 +689,24 @@ def test_a_patch_that_changes_nothing_is_unresolved_and_tests_that_never_run_are
     }
 
 
+@pytest.mark.parametrize("shadow", ["calc/ops/__init__.py", "tests/test_ops/__init__.py"])
+def test_a_patch_that_breaks_its_own_tests_is_never_taken_for_the_machine(
+    shadow: str, swe: Callable[..., AgentRun], bench: Bench, tmp_path: Path
+) -> None:
+    # A package the patch adds shadows the module the tests import (or the test module):
+    # no test runs with the patch, and the run without it must not have that file at all.
+    patch = diff_of_base(bench, tmp_path, {shadow: "VERSION = 2\n"})
+
+    done, report, lines = evaluate(swe, bench, tmp_path, {"acme__calc-1": patch})
+    assert done.returncode == 1, done.stderr
+
+    line = lines["acme__calc-1"]
+    assert line["outcome"] == "unresolved", line.get("reason")
+    assert line["failure_tier"] != "environment"
+    assert report["infra_failure_ids"] == []
+    assert report["unresolved_ids"] == ["acme__calc-1"]
+
+
 def diff_of_base(bench: Bench, tmp_path: Path, files: dict[str, str]) -> str:
     """The patch, as git writes it, that makes ``files`` of the base commit what is given."""
     checkout = tmp_path / f"work-{len(list(tmp_path.glob('work-*')))}"
@@ -706,6 +724,7 @@ def test_a_patch_to_the_tasks_test_files_is_overridden_by_the_tasks_own(
         bench, tmp_path, {"tests/test_ops.py": cheat, "calc/text.py": TEXT_BASE + "\n"}
     )
     done, report, lines = evaluate(swe, bench, tmp_path, {"acme__calc-1": patch})
+    assert done.returncode == 1, done.stderr
     assert report["unresolved_ids"] == ["acme__calc-1"], done.stderr
     line = lines["acme__calc-1"]
     assert line["ignored_files"] == ["tests/test_ops.py"]

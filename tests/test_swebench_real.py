@@ -28,15 +28,22 @@ ROWS = {
     row["instance_id"]: row
     for row in map(json.loads, (HERE / "tasks.jsonl").read_text().splitlines())
 }
-#: What each repository's instances need: as the official harness's specifications say.
-SPECS: dict[str, dict[str, Any]] = {
-    "marshmallow-code/marshmallow": {
+#: What each repository's instances need, by version, as the official harness's
+#: specifications say; the projects' own dependencies come from their setup.py or setup.cfg.
+SPECS: dict[tuple[str, str], dict[str, Any]] = {
+    ("marshmallow-code/marshmallow", "2.18"): {
         "python": "3.9",
         "requirements": ["pytest", "pytz", "python-dateutil", "simplejson"],
     },
-    # The project's own dependencies come from its setup.cfg.
-    "pylint-dev/astroid": {"python": "3.9", "requirements": ["pytest"]},
-    "sqlfluff/sqlfluff": {"python": "3.9", "requirements": ["pytest"]},
+    ("marshmallow-code/marshmallow", "3.0"): {
+        "python": "3.9",
+        "requirements": ["pytest", "pytz", "simplejson"],
+    },
+    ("pylint-dev/astroid", "2.9"): {"python": "3.9", "requirements": ["pytest"]},
+    ("pylint-dev/astroid", "2.13"): {"python": "3.9", "requirements": ["pytest"]},
+    # sqlfluff 0.6 imports pkg_resources, which newer setuptools no longer has.
+    ("sqlfluff/sqlfluff", "0.6"): {"python": "3.9", "requirements": ["pytest", "setuptools<70"]},
+    ("sqlfluff/sqlfluff", "0.9"): {"python": "3.9", "requirements": ["pytest"]},
 }
 
 
@@ -47,6 +54,15 @@ BREAKS = {
         "+            nested_obj = nested_obj",
     ),
     "pylint-dev__astroid-1268": ("+        return str(node)", "+        return repr(node)"),
+    "marshmallow-code__marshmallow-1359": ("root", "parent"),
+    "pylint-dev__astroid-1866": (
+        "except (IndexError, KeyError, TypeError, ValueError):",
+        "except (IndexError, KeyError, TypeError):",
+    ),
+    "sqlfluff__sqlfluff-1733": (
+        "+                # fixes (see #1713)",
+        "+                prev_newline = False",
+    ),
     "sqlfluff__sqlfluff-2419": (
         "+            description=f\"Use 'COALESCE' instead of '{context.segment.raw_upper}'.\",",
         "+            description=None,",
@@ -57,7 +73,7 @@ BREAKS = {
 def repository(instance_id: str, repos: Path) -> str:
     """The instance's pruned tree as a git repository under ``repos``; its commit."""
     row = ROWS[instance_id]
-    folder = repos / row["repo"]
+    folder = repos / instance_id / row["repo"]
     if not folder.exists():
         folder.mkdir(parents=True)
         with tarfile.open(HERE / f"{instance_id}.tar.gz") as archive:
@@ -113,11 +129,12 @@ def evaluate(
     tasks.write_text(json.dumps(row) + "\n")
     prediction = {"instance_id": instance_id, "model_name_or_path": "m", "model_patch": patch}
     preds.write_text(json.dumps(prediction) + "\n")
-    spec = SPECS[row["repo"]]
+    spec = SPECS[row["repo"], row["version"]]
     requirements = [option for r in spec["requirements"] for option in ("--requirement", r)]
     done = run_agent(
-        "swebench", "evaluate", str(preds), "--tasks", str(tasks), "--repos", str(repos),
-        "--out", str(out), "--framework", "pytest", "--python", spec["python"], *requirements,
+        "swebench", "evaluate", str(preds), "--tasks", str(tasks),
+        "--repos", str(repos / instance_id), "--out", str(out),
+        "--framework", "pytest", "--python", spec["python"], *requirements,
         env=env, timeout=600,
     )  # fmt: skip
     assert out.exists(), done.stderr

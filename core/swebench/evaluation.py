@@ -359,8 +359,15 @@ def _evaluate(
     )
     grade = run.grade
     ran = run.test_report is not None and _any_test(run.test_report.tests)
-    # No test ran after the patch: did any run before it? One more sandbox, only then.
-    if not ran and not run.test_timed_out and not _ran_unpatched(seed, chosen, environ):
+    refused = run.test_report is not None and bool(run.test_report.guard)
+    # No test ran after the patch: did any run before it? One more sandbox, only then, of
+    # the seed without the files the patch adds (empty ones could shadow a module).
+    if (
+        not ran
+        and not refused
+        and not run.test_timed_out
+        and not _ran_unpatched(seed, planned.placeholders, chosen, environ)
+    ):
         return InstanceResult(
             task.instance_id,
             "error",
@@ -391,9 +398,13 @@ def _evaluate(
     )
 
 
-def _ran_unpatched(seed: SeedProject, runner: Runner, environ: Mapping[str, str]) -> bool:
-    """Whether any test of ``seed`` runs without the patch (in a sandbox of ``runner``)."""
-    files = seed.read_files()
+def _ran_unpatched(
+    seed: SeedProject, added: Iterable[str], runner: Runner, environ: Mapping[str, str]
+) -> bool:
+    """Whether any test of ``seed`` runs without the patch (in a sandbox of ``runner``):
+    its files but ``added``, the placeholders of the files the patch creates."""
+    left_out = set(added)
+    files = {path: data for path, data in seed.read_files().items() if path not in left_out}
     if seed_framework(seed, files) is None:
         return True  # an exit status alone: nothing to tell
     return _any_test(list_tests(seed, files, runner, environ=environ, prepare=True).tests)
