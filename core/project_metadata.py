@@ -40,6 +40,12 @@ PROJECT_FILES = ("pyproject.toml", "setup.cfg", "setup.py")
 UNKNOWN_VERSION = "0+unknown"
 MAX_ENTRY_POINTS = 256
 MAX_FILE_BYTES = 1 << 20
+#: A ``setup.py`` is parsed into a tree, whose size grows with its lines far beyond its bytes.
+MAX_SETUP_PY_BYTES = 64 << 10
+#: Entry point groups left out: the test framework's plugins (pytest loads every
+#: ``pytest11`` entry point at start, before the test: the project's code would run as the
+#: framework's, which the guard refuses).
+LEFT_OUT_GROUPS = frozenset({"pytest11"})
 _NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")
 _VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!_-]{0,63}")
 #: A requirement as a line of METADATA: printable ASCII (the index's names are).
@@ -139,6 +145,11 @@ def read_project(read: Callable[[str], bytes | None]) -> ProjectMetadata:
         present += 1
         if len(data) > MAX_FILE_BYTES:
             raise ProjectMetadataError(f"the project's {path} is larger than 1 MiB")
+        if path == "setup.py" and len(data) > MAX_SETUP_PY_BYTES:
+            raise ProjectMetadataError(
+                "the project's setup.py is larger than 64 KiB, more than is read without running "
+                "it: give its dependencies as requirements, or set project = false"
+            )
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -175,7 +186,8 @@ def _checked(found: dict[str, Any]) -> ProjectMetadata:
             raise ProjectMetadataError(
                 f"the project's entry point {group!r} {name_!r} = {value!r} is not one"
             )
-        entries.append(EntryPoint(group, name_, value))
+        if group not in LEFT_OUT_GROUPS:
+            entries.append(EntryPoint(group, name_, value))
     if len(entries) > MAX_ENTRY_POINTS:
         raise ProjectMetadataError(
             f"the project declares {len(entries)} entry points; at most {MAX_ENTRY_POINTS}"

@@ -277,6 +277,11 @@ def _install_project_metadata(root: Path, metadata: ProjectMetadata | None) -> N
     if metadata is None or not metadata.name:
         return
     folder = _site_packages(root) / metadata.folder_name
+    if folder.exists():
+        raise SandboxError(
+            f"the project under test is named {metadata.name} {metadata.version}, as a "
+            "requirement installed in its runtime is: leave that requirement out"
+        )
     folder.mkdir()
     for name, text in metadata.files().items():
         (folder / name).write_text(text, encoding="utf-8")

@@ -160,3 +160,21 @@ def test_metadata_that_would_break_its_files_cannot_be_made_or_read_back() -> No
         ProjectMetadata(name="c\nName: evil")
     with pytest.raises(ValueError, match="value"):
         EntryPoint("console_scripts", "x", "a:b\n[evil]")
+
+
+def test_a_setup_py_too_large_to_parse_cheaply_is_refused() -> None:
+    with pytest.raises(ProjectMetadataError, match="larger than 64 KiB"):
+        read(project(setup_py="a\n" * 40_000))
+
+
+def test_the_frameworks_plugin_group_is_left_out() -> None:
+    found = read(
+        project(
+            pyproject_toml=(
+                '[project]\nname = "c"\n[project.entry-points.pytest11]\nc = "c.plugin"\n'
+                '[project.entry-points."c.plugins"]\nx = "c:x"\n'
+            )
+        )
+    )
+
+    assert found.entry_points == (EntryPoint("c.plugins", "x", "c:x"),)

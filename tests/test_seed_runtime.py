@@ -700,3 +700,21 @@ def test_a_projects_metadata_and_entry_points_are_installed_as_an_editable_insta
     assert not broken.tests_passed
     assert "test_its_plugin_loads_through_its_entry_point" in broken.test_output
     assert not ran.exists()
+
+
+def test_a_project_named_as_one_of_its_requirements_is_told_so(
+    runtime_cache: Path, project_index: Path, tmp_path: Path
+) -> None:
+    seed = project_seed(
+        tmp_path / "seed",
+        "src",
+        extra={
+            "pyproject.toml": (
+                '[project]\nname = "sca_project_dep"\nversion = "1.0"\n'
+                'dependencies = ["sca-project-dep"]\n'
+            )
+        },
+    )
+
+    with pytest.raises(SandboxError, match=r"named sca_project_dep 1\.0, as a requirement"):
+        run_project(seed, "src", FIXED_PACKAGE)
