@@ -42,16 +42,19 @@ imported it: ``discover -s tests`` names ``tests/test_x.py`` ``test_x``.
 One more rule reads SWE-bench's lists as its harness does: that harness takes a
 test's name from its log up to the first space, so a parametrized test whose
 parameters hold one is listed cut short (``test_error[required-Missing`` for
-``test_error[required-Missing data.]``). A listed ID the report does not hold
-names every reported test whose name, cut at its first whitespace, is that ID,
-and it passed only if each of them passed (where the official harness keeps
-the last one its log prints).
+``test_error[required-Missing data.]``). A listed ID the report does not hold,
+with a ``[`` it does not close (:func:`may_be_cut`), names every reported test
+whose name, cut at its first whitespace, is that ID, and that the unpatched
+seed's run reported too (``known``): the rest of a parameter's text may come from
+the code under test, which could otherwise rename the very case that fails. It
+passed only if each of them passed (where the official harness keeps the last
+one its log prints). Without ``known`` the rule names nothing.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -222,23 +225,27 @@ def grade(
     pass_to_pass: Sequence[str],
     *,
     stopped: str | None = None,
+    known: Collection[str] | None = None,
 ) -> Grade:
     """Grade ``report`` against a seed's lists of test IDs (see the module's description).
 
     :param report: the verified report; ``None`` when the test ran without the harness.
     :param stopped: what stopped the test (a timeout, a limit), if anything did: the
         report then cannot resolve the run.
+    :param known: the tests the unpatched seed's run reported, which a name cut short
+        may stand for (:func:`may_be_cut`); ``None``: such a name stands for none.
     """
     outcomes: dict[str, str] = {}
     framework = None
     if report is not None:
         framework = report.framework
         for test in report.tests:
-            known = outcomes.get(test.id)
-            if known is None or OUTCOME_RANKS[test.outcome] >= OUTCOME_RANKS[known]:
+            worst = outcomes.get(test.id)
+            if worst is None or OUTCOME_RANKS[test.outcome] >= OUTCOME_RANKS[worst]:
                 outcomes[test.id] = test.outcome
-    to_fix = _graded(fail_to_pass, outcomes, framework)
-    to_keep = _graded(pass_to_pass, outcomes, framework)
+    cut_short = _cut_short({k: v for k, v in outcomes.items() if k in known}) if known else {}
+    to_fix = _graded(fail_to_pass, outcomes, framework, cut_short)
+    to_keep = _graded(pass_to_pass, outcomes, framework, cut_short)
     problem = _report_problem(report, stopped)
     # A report that cannot be trusted (cut off, refused) says itself why tests are missing.
     missing = [] if problem is not None else [*to_fix.missing, *to_keep.missing]
@@ -250,10 +257,12 @@ def grade(
     )
 
 
-def graded(outcome: SandboxOutcome, seed: SeedProject) -> SandboxOutcome:
+def graded(
+    outcome: SandboxOutcome, seed: SeedProject, known: Collection[str] | None = None
+) -> SandboxOutcome:
     """``outcome`` with its grade against ``seed``'s lists (``None`` for a seed without any,
     whatever the runner put there): the grade is the agent's, made from the verified
-    report, never a runner's."""
+    report, never a runner's. ``known``: as :func:`grade` takes it."""
     if not is_graded(seed):
         return outcome if outcome.grade is None else attrs.evolve(outcome, grade=None)
     stopped = None
@@ -261,7 +270,9 @@ def graded(outcome: SandboxOutcome, seed: SeedProject) -> SandboxOutcome:
         stopped = "the test timed out"
     elif outcome.limit_hit is not None:
         stopped = f"the {outcome.limit_hit} limit stopped the test"
-    found = grade(outcome.test_report, seed.fail_to_pass, seed.pass_to_pass, stopped=stopped)
+    found = grade(
+        outcome.test_report, seed.fail_to_pass, seed.pass_to_pass, stopped=stopped, known=known
+    )
     return attrs.evolve(outcome, grade=found)
 
 
@@ -307,20 +318,26 @@ def _cut_short(outcomes: Mapping[str, str]) -> dict[str, str]:
     return cut
 
 
+def may_be_cut(test_id: str) -> bool:
+    """Whether ``test_id`` may be a name cut at a space: a ``[`` it does not close, and no
+    whitespace of its own."""
+    return "[" in test_id and not test_id.endswith("]") and not any(c.isspace() for c in test_id)
+
+
 def _graded(
-    listed: Sequence[str], outcomes: Mapping[str, str], framework: str | None
+    listed: Sequence[str],
+    outcomes: Mapping[str, str],
+    framework: str | None,
+    cut_short: Mapping[str, str],
 ) -> GradedTests:
     passed: list[str] = []
     failed: list[str] = []
     missing: list[str] = []
-    cut_short: dict[str, str] | None = None
     for test_id in listed:
         outcome = next(
             (outcomes[name] for name in names_of(test_id, framework) if name in outcomes), None
         )
-        if outcome is None and test_id and not any(c.isspace() for c in test_id):
-            if cut_short is None:
-                cut_short = _cut_short(outcomes)
+        if outcome is None and may_be_cut(test_id):
             outcome = cut_short.get(test_id)
         if outcome is None:
             missing.append(test_id)

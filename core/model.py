@@ -266,8 +266,10 @@ class RunResult:
         candidate, not only the chosen one's), with the cost when a price table was given;
         ``None`` from a run that did not count (a plan file, an older record).
     :ivar test_list: the tests the verdict needed, from the unpatched seed's run (see
-        :mod:`~.trusted_tests`); ``None`` for a seed whose verdict needs no such list (a
-        graded seed, a test command judged by its exit status) or when no plan was tested.
+        :mod:`~.trusted_tests`); for a graded seed whose lists hold a name cut short, the
+        tests such a name may stand for (:func:`~.grading.may_be_cut`); ``None`` for a
+        seed whose verdict needs no such list (a graded seed, a test command judged by its
+        exit status) or when no plan was tested.
     :ivar evidence: what the verdict rests on, one of
         :data:`~.evidence.EVIDENCE_TIERS` (the weakest, when it rests on more than one):
         ``exit-status``, ``framework`` or ``output``; ``None`` in an older record.

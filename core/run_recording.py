@@ -257,8 +257,10 @@ def _record(
     originals = files or {}
     # Kept with its grade and its output tests, as the run judged it, so that a replay
     # compares the same verdict.
+    # The unpatched run's tests, which a listed name cut short may stand for (grading.py).
+    known = result.test_list.ids if result is not None and result.test_list else None
     recorded_tests = tuple(
-        _recorded_test(job, graded(judged(seed, job, outcome), seed), plans, originals)
+        _recorded_test(job, graded(judged(seed, job, outcome), seed, known), plans, originals)
         for job, outcome in tests
     )
     chosen = None

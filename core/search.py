@@ -22,7 +22,7 @@ from .diffs import changed_lines, unified_diff
 from .errors import AgentError, Interrupted, PlanRejected, Rejection
 from .events import Emit, no_events
 from .evidence import TestList, evidence_tier
-from .grading import graded
+from .grading import graded, is_graded
 from .model import (
     Attempt,
     Candidate,
@@ -40,7 +40,7 @@ from .policy_checks import check_plan
 from .protocols import PatchPolicy, Planner, PreparingRunner, Runner, StoppableRunner
 from .provider import MODEL_ENV
 from .task_pool import StopRequest
-from .trusted_tests import checked, list_tests, needs_list
+from .trusted_tests import checked, list_tests, needs_known, needs_list
 from .verdict import harness_for, verified
 
 Progress = Callable[[str], None]
@@ -309,8 +309,11 @@ class Search:
                 outcome = self.runner.run_test_until(job, self.sandboxes.stop)
             else:
                 outcome = self.runner.run_test(job)
-            outcome = graded(verified(job, judged(self.seed, job, outcome)), self.seed)
-            outcome = attrs.evolve(outcome, test_report=checked(outcome.test_report, listed))
+            known = listed.ids if listed is not None else None
+            outcome = graded(verified(job, judged(self.seed, job, outcome)), self.seed, known)
+            # A graded seed's verdict is its grade: its list only says what a cut name names.
+            needed = None if is_graded(self.seed) else listed
+            outcome = attrs.evolve(outcome, test_report=checked(outcome.test_report, needed))
             self.emit(
                 "sandbox-ended",
                 {
@@ -375,7 +378,7 @@ class Search:
         that candidate's sandbox slot); ``None`` for a seed whose verdict needs none."""
         with self._listing:
             if not self._listed:
-                if needs_list(self.seed, self.files):
+                if needs_list(self.seed, self.files) or needs_known(self.seed, self.files):
                     self.test_list = list_tests(
                         self.seed,
                         self.files,

@@ -37,7 +37,7 @@ from pathlib import Path
 import attrs
 
 from .evidence import OUTCOME_RANKS, NeededTest, TestList, TestReport, UnmetTest
-from .grading import is_graded
+from .grading import is_graded, may_be_cut
 from .model import SandboxJob, SeedProject
 from .protocols import PreparingRunner, Runner
 from .records import state_directory, write_private_file
@@ -87,6 +87,18 @@ def needs_list(seed: SeedProject, files: Mapping[str, bytes]) -> bool:
     """Whether a verdict on ``seed`` rests on a list from its unpatched run: a test command
     of a framework the harness reads, and no ``fail_to_pass``/``pass_to_pass`` lists."""
     return not is_graded(seed) and seed_framework(seed, files) is not None
+
+
+def needs_known(seed: SeedProject, files: Mapping[str, bytes]) -> bool:
+    """Whether grading ``seed`` needs the tests its unpatched run reports: its lists hold a
+    name that may be cut short (:func:`~.grading.may_be_cut`), which stands only for tests
+    that run reported too."""
+    listed = (*seed.fail_to_pass, *seed.pass_to_pass)
+    return (
+        is_graded(seed)
+        and any(may_be_cut(test_id) for test_id in listed)
+        and seed_framework(seed, files) is not None
+    )
 
 
 def list_tests(

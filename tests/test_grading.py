@@ -294,6 +294,7 @@ def test_a_name_cut_at_its_first_space_matches_every_test_it_starts_and_all_must
         ("tests/test_cli.py::test_lint[x]", "passed"),
         framework="pytest",
     )
+    known = {test.id for test in nodes.tests}
 
     found = grade(
         nodes,
@@ -303,13 +304,44 @@ def test_a_name_cut_at_its_first_space_matches_every_test_it_starts_and_all_must
             "tests/test_cli.py::test_lint[",
             "tests/test_cli.py",
         ],
+        known=known,
     )
+    unknown = grade(nodes, ["tests/test_fields.py::test_make_error[required-Missing"], [])
 
     assert found.fail_to_pass.passed == ("tests/test_fields.py::test_make_error[required-Missing",)
     # One of the two tests the cut name starts failed: the name failed.
     assert found.pass_to_pass.failed == ("tests/test_cli.py::test_fix_stdin[",)
     # Only a cut at whitespace: a shorter prefix of a name without any is no name.
     assert found.pass_to_pass.missing == ("tests/test_cli.py::test_lint[", "tests/test_cli.py")
+    assert found.resolution == "NO"
+    # Without the unpatched run's tests, a cut name stands for none.
+    assert unknown.fail_to_pass.missing == (
+        "tests/test_fields.py::test_make_error[required-Missing",
+    )
+
+
+def test_a_cut_name_never_stands_for_a_case_the_unpatched_run_did_not_have() -> None:
+    """The rest of a parameter's text may come from the code under test: renamed, the
+    failing case would leave only passing ones under the cut name."""
+    renamed = report(
+        ("tests/test_calc.py::test_check[Missing data!]", "passed"),
+        ("tests/test_calc.py::test_check[Not null.]", "passed"),
+        framework="pytest",
+    )
+    unpatched = {
+        "tests/test_calc.py::test_check[Missing data.]",
+        "tests/test_calc.py::test_check[Not null.]",
+    }
+
+    found = grade(
+        renamed,
+        ["tests/test_calc.py::test_check[Missing"],
+        ["tests/test_calc.py::test_check[Not"],
+        known=unpatched,
+    )
+
+    assert found.fail_to_pass.missing == ("tests/test_calc.py::test_check[Missing",)
+    assert found.pass_to_pass.passed == ("tests/test_calc.py::test_check[Not",)
     assert found.resolution == "NO"
 
 
