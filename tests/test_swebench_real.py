@@ -4,9 +4,11 @@ are empty, a one-line break of a gold patch does not resolve.
 The rows (``tests/swebench_real/tasks.jsonl``) and the repositories are public: each
 repository is kept as its tree at the instance's base commit, pruned to what the
 instance's tests need (``tests/swebench_real/README.md`` says what, and the licences).
-A test makes a git repository of that tree, whose commit then stands for the row's
-``base_commit``. The instances' Python is pyenv's (skipped where there is none); their
-requirements come from the package index through uv's cache.
+The test makes one git repository per repository, each instance's tree a commit of its
+own, which then stands for the row's ``base_commit``. What each repository version needs
+is one specs file (``--specs``), so one call evaluates every instance, as a user would
+with a task file spanning repositories. The instances' Python is pyenv's (skipped where
+there is none); their requirements come from the package index through uv's cache.
 """
 
 from __future__ import annotations
@@ -28,33 +30,37 @@ ROWS = {
     row["instance_id"]: row
     for row in map(json.loads, (HERE / "tasks.jsonl").read_text().splitlines())
 }
-#: What each repository's instances need, by version, as the official harness's
-#: specifications say; the projects' own dependencies come from their setup.py or setup.cfg.
-SPECS: dict[tuple[str, str], dict[str, Any]] = {
-    ("marshmallow-code/marshmallow", "2.18"): {
-        "python": "3.9",
-        "requirements": ["pytest", "pytz", "python-dateutil", "simplejson"],
-    },
-    ("marshmallow-code/marshmallow", "3.0"): {
-        "python": "3.9",
-        "requirements": ["pytest", "pytz", "simplejson"],
-    },
-    ("pylint-dev/astroid", "2.9"): {"python": "3.9", "requirements": ["pytest"]},
-    ("pylint-dev/astroid", "2.13"): {"python": "3.9", "requirements": ["pytest"]},
-    # sqlfluff 0.6 imports pkg_resources, which newer setuptools no longer has.
-    ("sqlfluff/sqlfluff", "0.6"): {"python": "3.9", "requirements": ["pytest", "setuptools<70"]},
-    ("sqlfluff/sqlfluff", "0.9"): {"python": "3.9", "requirements": ["pytest"]},
-}
+#: What each repository version needs, as the official harness's specifications say; the
+#: projects' own dependencies come from their setup.py or setup.cfg.
+SPECS = """\
+["marshmallow-code/marshmallow"."2.18"]
+python = "3.9"
+requirements = ["pytest", "pytz", "python-dateutil", "simplejson"]
 
+["marshmallow-code/marshmallow"."*"]
+python = "3.9"
+requirements = ["pytest", "pytz", "simplejson"]
 
+["pylint-dev/astroid"."*"]
+python = "3.9"
+
+# sqlfluff 0.6 imports pkg_resources, which newer setuptools no longer has.
+["sqlfluff/sqlfluff"."0.6"]
+python = "3.9"
+requirements = ["pytest", "setuptools<70"]
+
+["sqlfluff/sqlfluff"."*"]
+python = "3.9"
+"""
+PYTHON = "3.9"
 #: One line of each gold patch broken: the fix made wrong, the code still valid.
 BREAKS = {
     "marshmallow-code__marshmallow-1164": (
         "+            nested_obj = list(nested_obj)",
         "+            nested_obj = nested_obj",
     ),
-    "pylint-dev__astroid-1268": ("+        return str(node)", "+        return repr(node)"),
     "marshmallow-code__marshmallow-1359": ("root", "parent"),
+    "pylint-dev__astroid-1268": ("+        return str(node)", "+        return repr(node)"),
     "pylint-dev__astroid-1866": (
         "except (IndexError, KeyError, TypeError, ValueError):",
         "except (IndexError, KeyError, TypeError):",
@@ -70,101 +76,118 @@ BREAKS = {
 }
 
 
-def repository(instance_id: str, repos: Path) -> str:
-    """The instance's pruned tree as a git repository under ``repos``; its commit."""
-    row = ROWS[instance_id]
-    folder = repos / instance_id / row["repo"]
-    if not folder.exists():
-        folder.mkdir(parents=True)
+def repositories(repos: Path, scratch: Path) -> dict[str, str]:
+    """One repository per ``owner/name`` under ``repos``, each instance's pruned tree a
+    commit of its own (a fixed author and date: the same commit on every machine); the
+    commit of each instance."""
+    when = "2020-01-01T00:00:00Z"
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "pruned",
+        "GIT_AUTHOR_EMAIL": "pruned@example.com",
+        "GIT_COMMITTER_NAME": "pruned",
+        "GIT_COMMITTER_EMAIL": "pruned@example.com",
+        "GIT_AUTHOR_DATE": when,
+        "GIT_COMMITTER_DATE": when,
+    }
+    commits: dict[str, str] = {}
+    for instance_id, row in sorted(ROWS.items()):
+        clone = repos / row["repo"]
+        if not clone.exists():
+            clone.mkdir(parents=True)
+            subprocess.run(["git", "init", "-q", "-b", "main"], cwd=clone, check=True)
+        tree = scratch / instance_id
+        tree.mkdir()
         with tarfile.open(HERE / f"{instance_id}.tar.gz") as archive:
-            archive.extractall(folder, filter="data")
-        when = "2020-01-01T00:00:00Z"
-        env = {
-            **os.environ,
-            "GIT_AUTHOR_NAME": "pruned",
-            "GIT_AUTHOR_EMAIL": "pruned@example.com",
-            "GIT_COMMITTER_NAME": "pruned",
-            "GIT_COMMITTER_EMAIL": "pruned@example.com",
-            "GIT_AUTHOR_DATE": when,
-            "GIT_COMMITTER_DATE": when,
-        }
-        for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "base"]):
-            subprocess.run(["git", *args], cwd=folder, env=env, check=True)
+            archive.extractall(tree, filter="data")
+        index = {**env, "GIT_INDEX_FILE": str(scratch / f"{instance_id}.index")}
+        git = ["git", f"--git-dir={clone / '.git'}", f"--work-tree={tree}"]
+        subprocess.run([*git, "add", "-A"], env=index, check=True)
+        written = _output([*git, "write-tree"], index)
+        commit = _output([*git, "commit-tree", written, "-m", instance_id], index)
+        subprocess.run([*git, "update-ref", f"refs/heads/{instance_id}", commit], check=True)
+        commits[instance_id] = commit
+    return commits
+
+
+def _output(command: list[str], env: dict[str, str]) -> str:
     return subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, check=True
+        command, env=env, capture_output=True, text=True, check=True
     ).stdout.strip()
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """The repositories folder, and the environment the agent runs in (pyenv's Python on
-    ``PATH`` for uv, a runtime cache shared by the module, uv's own package cache)."""
-    wanted = {spec["python"] for spec in SPECS.values()}
-    folders = [interpreter_folder(version) for version in sorted(wanted)]
-    if not all(folders):
-        pytest.skip(f"no Python {', '.join(sorted(wanted))} from pyenv that this user can run")
+def real(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, str]]:
+    """The repositories folder, the tasks file (each row at its pruned commit), and the
+    environment the agent runs in (pyenv's Python on ``PATH`` for uv, a runtime cache
+    shared by the module, uv's own package cache)."""
+    folder = interpreter_folder(PYTHON)
+    if folder is None:
+        pytest.skip(f"no Python {PYTHON} from pyenv that this user can run")
+    repos = tmp_path_factory.mktemp("repos")
+    commits = repositories(repos, tmp_path_factory.mktemp("trees"))
+    tasks = tmp_path_factory.mktemp("tasks") / "tasks.jsonl"
+    rows = [{**row, "base_commit": commits[i]} for i, row in sorted(ROWS.items())]
+    tasks.write_text("".join(json.dumps(row) + "\n" for row in rows))
     uv_cache = subprocess.run(
         ["uv", "cache", "dir"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    path = os.pathsep.join([*map(str, folders), os.environ["PATH"]])
     env = {
-        "PATH": path,
+        "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}",
         "XDG_CACHE_HOME": str(tmp_path_factory.mktemp("xdg-cache")),
         "UV_CACHE_DIR": uv_cache,
     }
-    return tmp_path_factory.mktemp("repos"), env
+    return repos, tasks, env
 
 
 def evaluate(
     run_agent: Callable[..., AgentRun],
-    real: tuple[Path, dict[str, str]],
-    tmp_path: Path,
-    instance_id: str,
-    patch: str,
-) -> dict[str, Any]:
-    repos, env = real
-    tmp_path.mkdir()
-    row = {**ROWS[instance_id], "base_commit": repository(instance_id, repos)}
-    tasks, preds, out = tmp_path / "tasks.jsonl", tmp_path / "preds.jsonl", tmp_path / "out.jsonl"
-    tasks.write_text(json.dumps(row) + "\n")
-    prediction = {"instance_id": instance_id, "model_name_or_path": "m", "model_patch": patch}
-    preds.write_text(json.dumps(prediction) + "\n")
-    spec = SPECS[row["repo"], row["version"]]
-    requirements = [option for r in spec["requirements"] for option in ("--requirement", r)]
+    real: tuple[Path, Path, dict[str, str]],
+    folder: Path,
+    patches: dict[str, str],
+) -> tuple[AgentRun, dict[str, dict[str, Any]]]:
+    """``agent swebench evaluate`` of ``patches`` (by instance), every repository's settings
+    from one specs file: the run and its result lines, by instance."""
+    repos, tasks, env = real
+    folder.mkdir()
+    specs, preds, out = folder / "specs.toml", folder / "preds.jsonl", folder / "out.jsonl"
+    specs.write_text(SPECS)
+    preds.write_text(
+        "".join(
+            json.dumps({"instance_id": i, "model_name_or_path": "m", "model_patch": p}) + "\n"
+            for i, p in patches.items()
+        )
+    )
     done = run_agent(
-        "swebench", "evaluate", str(preds), "--tasks", str(tasks),
-        "--repos", str(repos / instance_id), "--out", str(out),
-        "--framework", "pytest", "--python", spec["python"], *requirements,
-        env=env, timeout=600,
+        "swebench", "evaluate", str(preds), "--tasks", str(tasks), "--repos", str(repos),
+        "--out", str(out), "--specs", str(specs), "--jobs", "2",
+        env=env, timeout=900,
     )  # fmt: skip
     assert out.exists(), done.stderr
-    result: dict[str, Any] = json.loads(out.read_text())
-    return result
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    return done, {line["instance_id"]: line for line in lines}
 
 
-@pytest.mark.parametrize("instance_id", sorted(ROWS))
-def test_the_gold_patch_of_a_real_instance_resolves_and_a_broken_one_does_not(
-    instance_id: str,
+def test_gold_patches_of_real_instances_resolve_broken_ones_do_not_and_empty_ones_are_empty(
     run_agent: Callable[..., AgentRun],
-    real: tuple[Path, dict[str, str]],
+    real: tuple[Path, Path, dict[str, str]],
     tmp_path: Path,
 ) -> None:
-    gold = ROWS[instance_id]["patch"]
-    old, new = BREAKS[instance_id]
-    broken = gold.replace(old, new, 1)
-    assert broken != gold
+    gold = {i: row["patch"] for i, row in ROWS.items()}
+    broken = {i: patch.replace(*BREAKS[i], 1) for i, patch in gold.items()}
+    assert all(broken[i] != gold[i] for i in gold)
 
-    resolved = evaluate(run_agent, real, tmp_path / "gold", instance_id, gold)
-    unresolved = evaluate(run_agent, real, tmp_path / "broken", instance_id, broken)
-    empty = evaluate(run_agent, real, tmp_path / "empty", instance_id, "")
+    resolved, gold_lines = evaluate(run_agent, real, tmp_path / "gold", gold)
+    unresolved, broken_lines = evaluate(run_agent, real, tmp_path / "broken", broken)
+    _, empty_lines = evaluate(run_agent, real, tmp_path / "empty", dict.fromkeys(gold, ""))
 
-    assert resolved["outcome"] == "resolved", resolved.get("reason")
-    grade = resolved["grade"]
-    assert len(grade["pass_to_pass"]["passed"]) == len(
-        json.loads(ROWS[instance_id]["PASS_TO_PASS"])
-    )
-    assert unresolved["outcome"] == "unresolved", unresolved.get("reason")
-    assert unresolved["grade"]["fail_to_pass"]["failed"] == json.loads(
-        ROWS[instance_id]["FAIL_TO_PASS"]
-    )
-    assert empty["outcome"] == "empty_patch"
+    assert resolved.returncode == 0, resolved.stderr[-3000:]
+    for instance_id, row in ROWS.items():
+        line = gold_lines[instance_id]
+        assert line["outcome"] == "resolved", (instance_id, line.get("reason"))
+        assert line["grade"]["pass_to_pass"]["passed"] == json.loads(row["PASS_TO_PASS"])
+        wrong = broken_lines[instance_id]
+        assert wrong["outcome"] == "unresolved", (instance_id, wrong.get("reason"))
+        assert wrong["grade"]["fail_to_pass"]["failed"] == json.loads(row["FAIL_TO_PASS"])
+        assert empty_lines[instance_id]["outcome"] == "empty_patch"
+    assert unresolved.returncode == 1

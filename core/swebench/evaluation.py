@@ -54,6 +54,7 @@ from ..verdict import seed_framework
 from . import patches, seeds
 from .patches import PatchProblem
 from .seeds import ImportOptions, SeedSpec
+from .specs import Specs
 from .tasks import BadLine, Prediction, TaskInstance
 
 #: What became of an instance, as SWE-bench's report counts it.
@@ -335,14 +336,16 @@ def _evaluate(
         tests=tuple(sorted(tests.files)),
         hidden_tests=(),
         editable=planned.editable,
-        test_command=seeds.test_command(options.framework, tests.runnable),
+        test_command=seeds.command_of(options, tests.runnable),
         prompt=f"Evaluate a prediction for SWE-bench {task.instance_id}.",
         fail_to_pass=task.fail_to_pass,
         pass_to_pass=task.pass_to_pass,
         runtime=seeds.runtime_of(options, folder, task.base_commit),
         limits=seeds.SEED_LIMITS,
         instance=seeds.instance_note(task, list(planned.placeholders)),
-        guard_allow=(TEST_INFRASTRUCTURE,) if allowed else (),
+        guard_allow=tuple(
+            dict.fromkeys((*options.guard_allow, *((TEST_INFRASTRUCTURE,) if allowed else ())))
+        ),
     )
     try:
         written = seeds.write_seed(scratch, spec, line=prediction.line)
@@ -428,19 +431,23 @@ def evaluate(
     started: Callable[[Evaluation], None],
     finished: Callable[[InstanceResult], None],
     interrupted: Callable[[int], None],
+    specs: Specs | None = None,
     environ: Mapping[str, str] = os.environ,
 ) -> None:
     """Evaluate ``jobs``, ``parallel`` at once, calling ``finished`` as each ends (see
-    :func:`~..batch.run_tasks`, whose Ctrl-C handling this shares)."""
+    :func:`~..batch.run_tasks`, whose Ctrl-C handling this shares). ``specs``: settings by
+    repository and version, in place of ``options``' for their tasks."""
 
     def run_one(job: Evaluation) -> InstanceResult:
+        task = job.task
+        chosen = specs.options(options, task.repo, task.version) if specs else options
         return evaluate_one(
             job,
             repos=repos,
             scratch=scratch,
             host=host,
             runner=runner,
-            options=options,
+            options=chosen,
             environ=environ,
         )
 

@@ -47,6 +47,10 @@ SEED_LIMITS: Mapping[str, int] = {
 }
 
 
+#: Stands, in a test command of the options' (a specs file's), for the task's test files.
+TESTS_PLACEHOLDER = "{tests}"
+
+
 @attrs.frozen
 class ImportOptions:
     """How ``agent swebench import`` makes a seed of each task.
@@ -59,6 +63,9 @@ class ImportOptions:
     :ivar project: install the project's own dependencies (``[runtime] project``);
         ``None``: when the project names itself (:func:`has_project_table`).
     :ivar python: the runtime's Python version; ``None``: the agent's own.
+    :ivar guard_allow: the guard capabilities the seed allows (``[guard] allow``).
+    :ivar test_command: the test command, ``"{tests}"`` standing for the test files;
+        ``None``: the framework's (:func:`test_command`).
     """
 
     editable: tuple[str, ...] = ()
@@ -67,6 +74,8 @@ class ImportOptions:
     requirements: tuple[str, ...] | None = None
     project: bool | None = None
     python: str | None = None
+    guard_allow: tuple[str, ...] = ()
+    test_command: tuple[str, ...] | None = None
 
     @property
     def oracle(self) -> bool:
@@ -120,6 +129,18 @@ def test_files(task: TaskInstance, patched: Patched) -> TestFiles:
             "test_patch",
         )
     return TestFiles(files, runnable, tuple(notes))
+
+
+def command_of(options: ImportOptions, runnable: Sequence[str]) -> tuple[str, ...]:
+    """The seed's test command: the options' own, with ``"{tests}"`` as the test files
+    ``runnable``, or else the framework's."""
+    if options.test_command is None:
+        return test_command(options.framework, runnable)
+    return tuple(
+        item
+        for argument in options.test_command
+        for item in (runnable if argument == TESTS_PLACEHOLDER else (argument,))
+    )
 
 
 def test_command(framework: str, runnable: Sequence[str]) -> tuple[str, ...]:

@@ -35,6 +35,7 @@ from .seed_contents import (
     SEED_LIMITS,
     ImportOptions,
     TestFiles,
+    command_of,
     fix_test_infrastructure,
     has_project_table,
     oracle_files,
@@ -68,6 +69,7 @@ __all__ = [
     "SeedSpec",
     "TestFiles",
     "batch_task_id",
+    "command_of",
     "fix_test_infrastructure",
     "has_project_table",
     "import_task",
@@ -191,14 +193,14 @@ def import_task(
         tests=listed,
         hidden_tests=listed if options.hidden_tests else (),
         editable=editable,
-        test_command=test_command(options.framework, tests.runnable),
+        test_command=command_of(options, tests.runnable),
         prompt=prompt_of(task.problem_statement),
         fail_to_pass=task.fail_to_pass,
         pass_to_pass=task.pass_to_pass,
         runtime=runtime_of(options, folder, task.base_commit),
         limits=SEED_LIMITS,
         instance=instance_note(task, list(placeholders)),
-        guard_allow=(TEST_INFRASTRUCTURE,) if infrastructure else (),
+        guard_allow=_allowed(options, bool(infrastructure)),
     )
     written = write_seed(out, spec, line=task.line)
     return ImportedSeed(
@@ -211,6 +213,13 @@ def import_task(
         hidden=options.hidden_tests,
         notes=tuple(notes),
     )
+
+
+def _allowed(options: ImportOptions, infrastructure: bool) -> tuple[str, ...]:
+    """The seed's ``[guard] allow``: the options' (a specs file's), and the test framework's
+    files when the reference fix changes them."""
+    allowed = (*options.guard_allow, *((TEST_INFRASTRUCTURE,) if infrastructure else ()))
+    return tuple(dict.fromkeys(allowed))
 
 
 def write_batch_file(out: Path, seeds: Sequence[ImportedSeed]) -> Path:

@@ -83,6 +83,8 @@ class TaskInstance:
     :ivar fail_to_pass: test IDs that fail before the fix and pass after it.
     :ivar pass_to_pass: test IDs that pass before and after it.
     :ivar problem_statement: the issue text a planner is given.
+    :ivar version: the repository's version the task belongs to (``"2.18"``), which
+        picks its settings in a specs file; empty when the row gives none.
     """
 
     line: int
@@ -94,6 +96,7 @@ class TaskInstance:
     fail_to_pass: tuple[str, ...]
     pass_to_pass: tuple[str, ...]
     problem_statement: str
+    version: str = ""
 
     @property
     def owner(self) -> str:
@@ -289,6 +292,12 @@ def parse_task(number: int, data: Mapping[str, Any]) -> TaskInstance:
         )
     pass_to_pass = _test_ids(number, data, "PASS_TO_PASS")
     problem = _text(number, data, "problem_statement", limit=MAX_PATCH_BYTES)
+    version = data.get("version", "")
+    # Datasets write it as text ("0.13") or, read back from some tools, as a number.
+    if isinstance(version, int | float) and not isinstance(version, bool):
+        version = str(version)
+    if not isinstance(version, str) or len(version) > 32 or not version.isprintable():
+        raise BadLine(number, 'must be a short version text such as "2.18"', "version")
     return TaskInstance(
         line=number,
         instance_id=instance_id,
@@ -299,6 +308,7 @@ def parse_task(number: int, data: Mapping[str, Any]) -> TaskInstance:
         fail_to_pass=fail_to_pass,
         pass_to_pass=pass_to_pass,
         problem_statement=problem,
+        version=version,
     )
 
 

@@ -23,6 +23,7 @@ from .shared import (
     PythonOption,
     ReposOption,
     RequirementOption,
+    SpecsOption,
     import_options,
     refuse_same_file,
 )
@@ -122,6 +123,7 @@ def evaluate(
     requirement: RequirementOption = None,
     project: ProjectOption = None,
     python: PythonOption = None,
+    specs: SpecsOption = None,
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
@@ -130,12 +132,14 @@ def evaluate(
     from ...errors import UsageError
     from ...report import render_html
     from ...swebench import evaluation
+    from ...swebench.specs import Specs, read_specs
     from ...swebench.tasks import read_predictions, read_tasks
 
     finished: list[InstanceResult] = []
     refused = 0
     with reporting(as_json, debug):
         options = import_options(None, False, framework, requirement, project, python)
+        settings = read_specs(specs) if specs is not None else Specs()
         known, bad_tasks = read_tasks(tasks)
         for problem in bad_tasks:
             say(f"{tasks} {problem.message}; that instance cannot be evaluated")
@@ -178,6 +182,7 @@ def evaluate(
                     host=host,
                     runner=runner,
                     options=options,
+                    specs=settings,
                     parallel=jobs,
                     started=lambda _: None,
                     finished=done,

@@ -15,6 +15,7 @@ from .shared import (
     PythonOption,
     ReposOption,
     RequirementOption,
+    SpecsOption,
     import_options,
 )
 
@@ -61,22 +62,26 @@ def import_tasks(
     requirement: RequirementOption = None,
     project: ProjectOption = None,
     python: PythonOption = None,
+    specs: SpecsOption = None,
     as_json: JsonOption = False,
     debug: DebugOption = False,
 ) -> None:
     """Make a git seed of each SWE-bench task instance, from local clones."""
     from ...errors import EXIT_CODES
     from ...swebench import seeds as seeding
+    from ...swebench.specs import Specs, read_specs
     from ...swebench.tasks import BadLine, read_tasks
 
     refused: list[BadLine] = []
     with reporting(as_json, debug):
         options = import_options(editable, hidden_tests, framework, requirement, project, python)
+        settings = read_specs(specs) if specs is not None else Specs()
         found, refused = read_tasks(tasks)
         written: list[seeding.ImportedSeed] = []
         for task in found:
             try:
-                written.append(seeding.import_task(task, repos.absolute(), out, options))
+                chosen = settings.options(options, task.repo, task.version)
+                written.append(seeding.import_task(task, repos.absolute(), out, chosen))
             except BadLine as refusal:
                 refused.append(refusal)
         refused.sort(key=lambda bad: bad.line)

@@ -47,6 +47,17 @@ ProjectOption = Annotated[
         "default: when the project names itself in pyproject.toml, setup.cfg or setup.py.",
     ),
 ]
+SpecsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--specs",
+        metavar="FILE",
+        help="Settings by repository and version (TOML, or JSON): python, requirements, "
+        "project, framework, allow, test_command; an entry's settings replace the options' "
+        "for its tasks (docs: Real repositories).",
+        dir_okay=False,
+    ),
+]
 PythonOption = Annotated[
     str | None,
     typer.Option("--python", metavar="3.X", help="The runtime's Python; default: the agent's."),
