@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import AgentRun
+from conftest import AGENT, AgentRun
 from test_older_pythons import interpreter_folder
 
 HERE = Path(__file__).parent / "swebench_real"
@@ -32,25 +32,31 @@ ROWS = {
 }
 #: What each repository version needs, as the official harness's specifications say; the
 #: projects' own dependencies come from their setup.py or setup.cfg.
+#: Every entry runs pytest as the official harness does (``-rA``: a line per test).
 SPECS = """\
 ["marshmallow-code/marshmallow"."2.18"]
 python = "3.9"
 requirements = ["pytest", "pytz", "python-dateutil", "simplejson"]
+test_command = ["python", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "{tests}"]
 
 ["marshmallow-code/marshmallow"."*"]
 python = "3.9"
 requirements = ["pytest", "pytz", "simplejson"]
+test_command = ["python", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "{tests}"]
 
 ["pylint-dev/astroid"."*"]
 python = "3.9"
+test_command = ["python", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "{tests}"]
 
 # sqlfluff 0.6 imports pkg_resources, which newer setuptools no longer has.
 ["sqlfluff/sqlfluff"."0.6"]
 python = "3.9"
 requirements = ["pytest", "setuptools<70"]
+test_command = ["python", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "{tests}"]
 
 ["sqlfluff/sqlfluff"."*"]
 python = "3.9"
+test_command = ["python", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "{tests}"]
 """
 PYTHON = "3.9"
 #: One line of each gold patch broken: the fix made wrong, the code still valid.
@@ -168,18 +174,41 @@ def evaluate(
     return done, {line["instance_id"]: line for line in lines}
 
 
+@pytest.fixture(scope="module")
+def gold(
+    real: tuple[Path, Path, dict[str, str]], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[AgentRun, dict[str, dict[str, Any]]]:
+    """Every instance's reference fix, evaluated in one call (shared by this module's tests,
+    so the agent runs here with the caller's environment and a private state folder)."""
+    state = tmp_path_factory.mktemp("state")
+
+    def run(*args: str, env: dict[str, str], timeout: float) -> AgentRun:
+        done = subprocess.run(
+            [str(AGENT), *args],
+            env={**os.environ, "XDG_STATE_HOME": str(state), **env},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        return AgentRun(done.returncode, done.stdout, done.stderr, state)
+
+    patches = {i: row["patch"] for i, row in ROWS.items()}
+    return evaluate(run, real, tmp_path_factory.mktemp("gold") / "run", patches)
+
+
 def test_gold_patches_of_real_instances_resolve_broken_ones_do_not_and_empty_ones_are_empty(
     run_agent: Callable[..., AgentRun],
     real: tuple[Path, Path, dict[str, str]],
+    gold: tuple[AgentRun, dict[str, dict[str, Any]]],
     tmp_path: Path,
 ) -> None:
-    gold = {i: row["patch"] for i, row in ROWS.items()}
-    broken = {i: patch.replace(*BREAKS[i], 1) for i, patch in gold.items()}
-    assert all(broken[i] != gold[i] for i in gold)
+    broken = {i: row["patch"].replace(*BREAKS[i], 1) for i, row in ROWS.items()}
+    assert all(broken[i] != row["patch"] for i, row in ROWS.items())
 
-    resolved, gold_lines = evaluate(run_agent, real, tmp_path / "gold", gold)
+    resolved, gold_lines = gold
     unresolved, broken_lines = evaluate(run_agent, real, tmp_path / "broken", broken)
-    _, empty_lines = evaluate(run_agent, real, tmp_path / "empty", dict.fromkeys(gold, ""))
+    _, empty_lines = evaluate(run_agent, real, tmp_path / "empty", dict.fromkeys(ROWS, ""))
 
     assert resolved.returncode == 0, resolved.stderr[-3000:]
     for instance_id, row in ROWS.items():
@@ -191,3 +220,30 @@ def test_gold_patches_of_real_instances_resolve_broken_ones_do_not_and_empty_one
         assert wrong["grade"]["fail_to_pass"]["failed"] == json.loads(row["FAIL_TO_PASS"])
         assert empty_lines[instance_id]["outcome"] == "empty_patch"
     assert unresolved.returncode == 1
+
+
+#: How the official log parser names each outcome of the harness's report.
+OFFICIAL_STATUS = {
+    "passed": "PASSED",
+    "failed": "FAILED",
+    "error": "ERROR",
+    "skipped": "SKIPPED",
+    "xfailed": "XFAIL",
+}
+
+
+def test_every_tests_status_is_what_the_official_log_parser_reads_from_the_same_output(
+    gold: tuple[AgentRun, dict[str, dict[str, Any]]],
+) -> None:
+    """Where the official ``swebench`` package is installed, its pytest log parser reads
+    each run's output (pytest's ``-rA`` lines, as its harness runs pytest): each test it
+    names has the status the harness's report gives, cut where the parser cuts names."""
+    parsers = pytest.importorskip("swebench.harness.log_parsers.python")
+    _, lines = gold
+    for instance_id, line in lines.items():
+        official = parsers.parse_log_pytest(line["run"]["test_output"], None)
+        ours: dict[str, str] = {}
+        for test in line["run"]["test_report"]["tests"]:
+            ours[test["id"].split()[0]] = OFFICIAL_STATUS[test["outcome"]]
+        assert official, instance_id
+        assert {name: ours.get(name) for name in official} == official, instance_id
