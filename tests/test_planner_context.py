@@ -20,7 +20,7 @@ import attrs
 import pytest
 from conftest import API_KEY, MODEL, AgentRun, FakeProvider
 
-from sandboxed_coding_agent.core import context, contract, orchestrator, records
+from sandboxed_coding_agent.core import context, contract, orchestrator, records, repository_map
 from sandboxed_coding_agent.core.context import file_cost, planner_context, sent_bytes
 from sandboxed_coding_agent.core.manifest import load_seed
 from sandboxed_coding_agent.core.model import (
@@ -268,12 +268,17 @@ def test_map_that_cannot_hold_every_path_keeps_the_shallowest_and_says_how_many_
     assert "README.md" in lines
     assert "data/big.txt" in lines
     assert "pkg/sub/deep/leaf.py" not in lines
-    assert not any(": " in line for line in lines[1:-1])
+    # The files nearest the editable pkg/mod_0.py come first: the test that imports it
+    # (with its names), then its package's other modules.
+    named = [line for line in lines[1:-1] if ": " in line]
+    assert named == ["tests/test_visible.py: class Visible"]
+    assert "pkg/mod_1.py" in lines
     shown = len(lines) - 2
     total = shown_count(seed)
     assert lines[-1] == (
-        f"Left out for room: {total - shown:,} of {total:,} paths (the most deeply nested) "
-        "and every top-level name."
+        f"Left out for room: {total - shown:,} of {total:,} paths (the most deeply nested "
+        "of those away from the editable files) and the top-level names of all but the "
+        "files nearest the editable ones."
     )
     assert list(request.files) == ["pkg/mod_0.py"]
     assert request.left_out_count == UTILS
@@ -405,12 +410,12 @@ def test_map_is_made_holding_one_file_at_a_time(tmp_path: Path) -> None:
 
     tracemalloc.start()
     try:
-        kept = context.tree_map(source)
+        kept = repository_map.tree_map(source)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
 
-    assert kept.read_text().count("\tdef f\n") == 60
+    assert kept.read_text().count("\tdef f\t\n") == 60
     assert peak < 4 * 1024 * 1024, f"{peak:,} bytes held at once"
 
 
@@ -570,3 +575,80 @@ def test_plan_replaces_at_most_max_files_even_when_hundreds_are_editable(
     three = PatchPlan(four.files[:3])
     assert orchestrator.check_plan(three, seed, [PatchContract()]) == []
     assert contract.check_plan(three, editable_paths=seed.editable_files, limits=seed.limits) == []
+
+
+# --- the map near the editable files -------------------------------------------------------------
+
+
+def test_imports_are_read_with_relative_ones_resolved_and_a_src_folder_left_out() -> None:
+    code = (
+        b"import os.path\nfrom . import sibling\nfrom ..util.helpers import helper\n"
+        b"from app.models import user as u\n\ndef run():\n    import json\n"
+    )
+
+    found = repository_map.read_python(code, "src/app/core/engine.py")
+
+    assert found.names == "def run"
+    assert found.imports == (
+        "os.path",
+        "app.core",
+        "app.core.sibling",
+        "app.util.helpers",
+        "app.util.helpers.helper",
+        "app.models",
+        "app.models.user",
+        "json",
+    )
+    assert repository_map.module_names("src/app/core/__init__.py") == ["src.app.core", "app.core"]
+    assert repository_map.module_names("docs/conf-old.py") == []
+
+
+def test_nearest_are_what_an_editable_file_imports_then_its_importers_then_its_package() -> None:
+    entries = [
+        ("src/app/cli/main.py", ("app.core.engine",)),
+        ("src/app/core/engine.py", ("app.util.helpers", "app.util.helpers.helper")),
+        ("src/app/core/other.py", ()),
+        ("src/app/util/helpers.py", ()),
+        ("src/app/bulk/far.py", ("os",)),
+    ]
+
+    near = repository_map.near_files(["src/app/core/engine.py"], entries)
+
+    assert near == ["src/app/util/helpers.py", "src/app/cli/main.py", "src/app/core/other.py"]
+
+
+def test_a_cut_map_of_a_large_repository_gives_the_names_of_the_files_near_the_editable_one(
+    tmp_path: Path,
+) -> None:
+    files: dict[str, str | bytes] = {
+        "README.md": "# app\n",
+        "src/app/__init__.py": "",
+        "src/app/core/__init__.py": "",
+        "src/app/core/engine.py": "from ..util.helpers import helper\n\n\ndef run():\n"
+        "    return helper()\n",
+        "src/app/util/__init__.py": "",
+        "src/app/util/helpers.py": "def helper():\n    return 1\n\n\nclass Helper:\n    pass\n",
+        "src/app/cli/main.py": "from app.core.engine import run\n\n\ndef main():\n    run()\n",
+    }
+    files.update({f"src/app/bulk/far_{n}.py": f"def far_{n}():\n    pass\n" for n in range(600)})
+    root = tmp_path / "app"
+    root.mkdir()
+    commit = commit_tree(root, files)
+    folder = tmp_path / "seed"
+    folder.mkdir()
+    (folder / "test_engine.py").write_text("def test_run():\n    pass\n")
+    (folder / "seed.toml").write_text(
+        'name = "app"\ndescription = "a large app"\neditable = ["src/app/core/engine.py"]\n'
+        'tests = ["test_engine.py"]\ntest_command = ["python", "-m", "pytest"]\n'
+        'default_prompt = "fix it"\ncontext_budget_bytes = 6000\n'
+        f'[source]\ngit = {json.dumps(str(root))}\ncommit = "{commit}"\n'
+    )
+    seed = load_seed(folder)
+
+    lines = map_lines(request_for(seed))
+
+    assert "src/app/util/helpers.py: def helper, class Helper" in lines
+    assert "src/app/cli/main.py: def main" in lines
+    assert "README.md" in lines
+    assert not any(line.startswith("src/app/bulk/") and ": " in line for line in lines)
+    assert lines[-1].startswith("Left out for room: ")
