@@ -43,12 +43,15 @@ One more rule reads SWE-bench's lists as its harness does: that harness takes a
 test's name from its log up to the first space, so a parametrized test whose
 parameters hold one is listed cut short (``test_error[required-Missing`` for
 ``test_error[required-Missing data.]``). A listed ID the report does not hold,
-with a ``[`` it does not close (:func:`may_be_cut`), names every reported test
-whose name, cut at its first whitespace, is that ID, and that the unpatched
-seed's run reported too (``known``): the rest of a parameter's text may come from
-the code under test, which could otherwise rename the very case that fails. It
-passed only if each of them passed (where the official harness keeps the last
-one its log prints). Without ``known`` the rule names nothing.
+with a ``[`` it does not close (:func:`may_be_cut`), names every test whose name,
+cut at its first whitespace, is that ID, of the unpatched seed's run
+(``known``): each must be reported, and pass. The rest of a parameter's text may
+come from the code under test, which could otherwise rename (or drop) the very
+case that fails. Only when the unpatched run had no test under the name (the
+test module could not be collected before the fix) does it name the reported
+tests under it. It passed only if each of them passed (where the official
+harness keeps the last one its log prints). Without ``known`` the rule names
+nothing.
 """
 
 from __future__ import annotations
@@ -243,7 +246,7 @@ def grade(
             worst = outcomes.get(test.id)
             if worst is None or OUTCOME_RANKS[test.outcome] >= OUTCOME_RANKS[worst]:
                 outcomes[test.id] = test.outcome
-    cut_short = _cut_short({k: v for k, v in outcomes.items() if k in known}) if known else {}
+    cut_short = _cut_short(outcomes, known) if known is not None else {}
     to_fix = _graded(fail_to_pass, outcomes, framework, cut_short)
     to_keep = _graded(pass_to_pass, outcomes, framework, cut_short)
     problem = _report_problem(report, stopped)
@@ -305,17 +308,41 @@ def _report_problem(report: TestReport | None, stopped: str | None) -> str | Non
     return stopped
 
 
-def _cut_short(outcomes: Mapping[str, str]) -> dict[str, str]:
-    """The worst outcome of the reported tests by their names cut at the first whitespace,
-    for the names that hold any."""
+_MISSING = "missing"
+
+
+def _cut(name: str) -> str | None:
+    parts = name.split(maxsplit=1)
+    return parts[0] if len(parts) == 2 else None
+
+
+def _cut_short(outcomes: Mapping[str, str], known: Collection[str]) -> dict[str, str]:
+    """By each name cut at its first whitespace, the worst outcome of the tests it stands
+    for: those of the unpatched run (``known``) under it, every one of which must be
+    reported (one that is not makes the name missing); or, for a name the unpatched run
+    had none under (its module could not be collected before the fix), the reported ones."""
     cut: dict[str, str] = {}
+    for name in known:
+        short = _cut(name)
+        if short is not None:
+            outcome = outcomes.get(name, _MISSING)
+            worst = cut.get(short)
+            if worst != _MISSING and (
+                worst is None or outcome == _MISSING or _worse(outcome, worst)
+            ):
+                cut[short] = outcome
+    reported: dict[str, str] = {}
     for name, outcome in outcomes.items():
-        parts = name.split(maxsplit=1)
-        if len(parts) == 2:
-            known = cut.get(parts[0])
-            if known is None or OUTCOME_RANKS[outcome] >= OUTCOME_RANKS[known]:
-                cut[parts[0]] = outcome
-    return cut
+        short = _cut(name)
+        if short is not None and short not in cut:
+            worst = reported.get(short)
+            if worst is None or _worse(outcome, worst):
+                reported[short] = outcome
+    return {**reported, **cut}
+
+
+def _worse(outcome: str, than: str) -> bool:
+    return OUTCOME_RANKS[outcome] >= OUTCOME_RANKS[than]
 
 
 def may_be_cut(test_id: str) -> bool:
@@ -339,7 +366,7 @@ def _graded(
         )
         if outcome is None and may_be_cut(test_id):
             outcome = cut_short.get(test_id)
-        if outcome is None:
+        if outcome is None or outcome == _MISSING:
             missing.append(test_id)
         elif outcome in PASSING_OUTCOMES:
             passed.append(test_id)

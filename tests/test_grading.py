@@ -712,3 +712,38 @@ def test_a_missing_test_is_explained_by_what_the_report_holds() -> None:
     assert nothing.missing_reason is not None
     assert nothing.missing_reason.startswith("the report holds no test")
     assert found.missing_reason is None
+
+
+def test_every_case_the_unpatched_run_had_under_a_cut_name_must_be_reported_and_pass() -> None:
+    known = {"test_x.py::test_f[a b-double]", "test_x.py::test_f[a c-triple]"}
+    renamed = report(
+        ("test_x.py::test_f[a b-renamed]", "failed"),
+        ("test_x.py::test_f[a c-triple]", "passed"),
+        framework="pytest",
+    )
+    dropped = report(("test_x.py::test_f[a c-triple]", "passed"), framework="pytest")
+    both = report(
+        ("test_x.py::test_f[a b-double]", "passed"),
+        ("test_x.py::test_f[a c-triple]", "passed"),
+        framework="pytest",
+    )
+
+    for patched in (renamed, dropped):
+        found = grade(patched, ["test_x.py::test_f[a"], ["test_x.py::test_f[a"], known=known)
+        assert found.fail_to_pass.missing == ("test_x.py::test_f[a",)
+        assert found.pass_to_pass.missing == ("test_x.py::test_f[a",)
+        assert found.resolution == "NO"
+    assert grade(both, ["test_x.py::test_f[a"], [], known=known).resolution == "FULL"
+
+
+def test_a_cut_name_the_unpatched_run_had_nothing_under_stands_for_the_reported_tests() -> None:
+    """Its test module imports what only the fix adds: nothing was collected before."""
+    patched = report(
+        ("test_x.py::test_half[a b]", "passed"),
+        ("test_x.py::test_half[a c]", "passed"),
+        framework="pytest",
+    )
+
+    found = grade(patched, ["test_x.py::test_half[a"], [], known={"test_x.py::test_other"})
+
+    assert found.resolution == "FULL"
