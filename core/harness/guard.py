@@ -47,7 +47,8 @@ modules from the folders the test may write (refused whoever imports them).
 ``processes``: starting, replacing or signalling processes.
 ``test-files``: reading or importing the seed's test files (known by inode too, so
 ``/proc/self/root/...`` or a link reads none).
-``write-code``: writing ``.py``, ``.pyc``, ``.so`` or ``.pth`` files.
+``write-code``: writing ``.py``, ``.pyc``, ``.so`` or ``.pth`` files, or renaming or linking
+a file to such a name.
 
 Who asks for an introspection event is the first frame outside the standard
 library (its folders as the runtime's ``sysconfig`` names them when the guard
@@ -157,6 +158,8 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     frame_attributes, native_modules = rules.FRAME_ATTRIBUTES, rules.NATIVE_MODULES
     process_events, introspection_events = rules.PROCESS_EVENTS, rules.INTROSPECTION_EVENTS
     tracing_events, code_suffixes = rules.TRACING_EVENTS, tuple(rules.CODE_SUFFIXES)
+    # Events that give a file a new name (their second argument): os.replace is os.rename.
+    names_events = frozenset({"os.rename", "os.link", "os.symlink"})
     object_walks = frozenset(rules.HARNESS_ONLY_EVENTS)
     favourable, max_violations = rules.FAVOURABLE, int(rules.MAX_VIOLATIONS)
     code_attributes = frozenset(rules.CODE_ATTRIBUTES)
@@ -930,6 +933,13 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         if event == "object.__setattr__":
             # Code set on a function runs under that function's name (a test's, say).
             return "introspection" if len_(args) > 1 and args[1] == "__code__" else None
+        if event in names_events:
+            # A file written under another name and then renamed or linked as code (a .pyc
+            # in __pycache__, which -B stops writing but not reading) is written code.
+            target = exact(args[1]) if len_(args) > 1 else None
+            if target is None:
+                return "write-code"  # a path object of the code under test's: any name
+            return "write-code" if target.endswith(code_suffixes) else None
         if event == "open":
             path: Any = args[0] if args else None
             if isinstance_(path, int_):
