@@ -178,6 +178,15 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     )
     # Importing a module gives the importer the module alone, whatever its code looked at.
     frame_keepers.update(import_keepers)
+    # The import system runs a module's code through this function (its code object, not
+    # its name, which code made at run time could bear).
+    import_runs_code = getattr_(
+        sys.modules.get("_frozen_importlib"), "_call_with_frames_removed", None
+    )
+    import_runs_code = getattr_(import_runs_code, "__code__", None)
+    #: The code of the project's own modules as the import system ran it, by id (kept alive).
+    module_code: dict[int, Any] = {}
+    id_ = id
     method_type, builtin_types = types.MethodType, (types.BuiltinFunctionType, types.ModuleType)
     issubclass_ = issubclass
     # A namespace may be a dict of the code under test's subclass (a class body's, from a
@@ -1004,9 +1013,25 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         filename = code.co_filename
         if kind(filename) != trusted or in_library(filename) is not None:
             return False
-        real = normal(filename)
+        # The project's own modules' code as the import system ran it, not code a module
+        # compiled at run time under its own name (from a test's text, say).
+        return id_(code) not in module_code
+
+    def note_module_code(frame: Any, code: Any) -> None:
+        """Keep ``code``, and the code it holds, when the import system runs it as a module
+        of the project's own, outside its test files."""
+        if frame is None or frame.f_code is not import_runs_code:
+            return
+        real = normal(code.co_filename)
         project = real in seed_files or real.startswith(cwd_prefix)
-        return not project or real in tests or test_file_(real)
+        if not project or kind(code.co_filename) != trusted or real in tests or test_file_(real):
+            return
+        pending = [code]
+        while pending:
+            found = pending.pop()
+            if id_(found) not in module_code:
+                module_code[id_(found)] = found
+                pending.extend(c for c in found.co_consts if isinstance_(c, code_type))
 
     def forged(event: str, args: tuple[Any, ...]) -> bool:
         """Whether code compiled or run through the standard library for the code under
@@ -1050,6 +1075,8 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             frame = getframe(1)
             if frame is not None and frame.f_code.co_filename.startswith(harness_folder):
                 return  # the harness's own look at frames and files
+            if event == "exec" and args and isinstance_(args[0], code_type):
+                note_module_code(frame, args[0])
             who, called = asker(frame)
             if (event == "compile" or event == "exec") and dynamic_origin(frame):
                 # Made for the code under test, whoever compiles it (code.InteractiveConsole,
