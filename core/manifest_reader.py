@@ -471,7 +471,9 @@ class ManifestReader:
                     ("runtime", key), f"unknown key (known: {', '.join(sorted(_RUNTIME_KEYS))})"
                 )
         python = table.get("python")
-        if python is not None and not (isinstance(python, str) and re.fullmatch(r"3\.\d+", python)):
+        if python is not None and not (
+            isinstance(python, str) and re.fullmatch(r"3\.[0-9]+", python)
+        ):
             raise self.fail(("runtime", "python"), 'must be a version such as "3.12"')
         requirements = table.get("requirements", [])
         if not isinstance(requirements, list) or not all(

@@ -184,7 +184,7 @@ class SeedRuntime:
         without ``project``.
     """
 
-    python: str | None = attrs.field(default=None, validator=v.optional(v.matches_re(r"3\.\d+")))
+    python: str | None = attrs.field(default=None, validator=v.optional(v.matches_re(r"3\.[0-9]+")))
     requirements: tuple[str, ...] = attrs.field(
         default=(), converter=_as_tuple, validator=_requirement
     )

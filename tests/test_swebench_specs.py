@@ -123,3 +123,22 @@ def test_a_tasks_version_is_read_as_text_and_a_bad_one_refuses_its_line(
 
     assert [task.version for task in found] == ["0.13"]
     assert [(bad.line, bad.field) for bad in refused] == [(2, "version")]
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"test_command": ["python", "\ud800", "{tests}"]},
+        {"test_command": ["python", "a\u0000b", "{tests}"]},
+        {"requirements": ["pytest\u2028"]},
+        {"python": "3.\u0661\u0661"},
+    ],
+)
+def test_text_that_cannot_go_into_a_manifest_or_a_command_is_refused_up_front(
+    tmp_path: Path, entry: dict[str, object]
+) -> None:
+    path = tmp_path / "specs.json"
+    path.write_text(json.dumps({"acme/calc": {"*": entry}}))
+
+    with pytest.raises(UsageError, match="specs: acme/calc"):
+        read_specs(path)

@@ -31,6 +31,7 @@ from typing import Any
 
 import attrs
 
+from ..contract import is_utf8
 from ..errors import UsageError
 from ..evidence import GUARD_CAPABILITIES
 from ..model import SeedRuntime
@@ -122,7 +123,7 @@ def _entry(where: str, entry: object) -> RepositorySpec:
     if unknown:
         raise UsageError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(_KEYS)})")
     python = entry.get("python")
-    if python is not None and not (isinstance(python, str) and re.fullmatch(r"3\.\d+", python)):
+    if python is not None and not _is_version(python):
         raise UsageError(f'{where}: python must be a version such as "3.9"')
     project = entry.get("project")
     if project is not None and not isinstance(project, bool):
@@ -155,6 +156,13 @@ def _entry(where: str, entry: object) -> RepositorySpec:
     )
 
 
+def _plain(text: str) -> bool:
+    """Whether ``text`` is UTF-8 (a JSON file may hold a lone surrogate) and printable (no
+    control character or line separator): it ends up in a seed's manifest and on a command
+    line."""
+    return is_utf8(text) and text.isprintable()
+
+
 def _strings(where: str, entry: Mapping[str, object], key: str) -> tuple[str, ...] | None:
     value = entry.get(key)
     if value is None:
@@ -163,6 +171,13 @@ def _strings(where: str, entry: Mapping[str, object], key: str) -> tuple[str, ..
         isinstance(item, str) and item and len(item) <= 1000 for item in value
     ):
         raise UsageError(f"{where}: {key} must be a list of non-empty strings")
+    if not all(_plain(item) for item in value):
+        raise UsageError(f"{where}: {key} holds a control character or text that is not UTF-8")
     if len(value) > 200:
         raise UsageError(f"{where}: {key} holds {len(value)} items; at most 200")
     return tuple(value)
+
+
+def _is_version(python: object) -> bool:
+    """Whether ``python`` is a Python version such as ``"3.12"`` (ASCII digits only)."""
+    return isinstance(python, str) and re.fullmatch(r"3\.[0-9]+", python) is not None
