@@ -25,6 +25,7 @@ import heapq
 import json
 import os
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -38,6 +39,10 @@ from .model import SeedProject
 MAX_PARSED_BYTES = 256 * 1024
 #: The most top-level names the map gives for one file; the rest are counted.
 MAX_NAMES_PER_FILE = 64
+#: The most CPU time a map's parsing may take: a file parses in time that can grow with the
+#: square of its size (nested f-strings), and a repository is anyone's. The files past it
+#: are in the map by their paths alone.
+MAP_PARSE_SECONDS = 60.0
 #: The most modules a file's imports are kept for, to find what is near the editable files.
 MAX_IMPORTS_PER_FILE = 128
 #: The most a map that says only what it left out costs.
@@ -228,12 +233,14 @@ def tree_map(
     )
     final.parent.mkdir(parents=True, exist_ok=True)
     handle, partial = tempfile.mkstemp(dir=final.parent, prefix=".map-", suffix=".tmp")
+    parse_until = time.process_time() + MAP_PARSE_SECONDS
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(header)
             for entry in entries:
                 found = PythonFile()
-                if is_python(entry.path) and entry.size <= MAX_PARSED_BYTES:
+                parse = time.process_time() < parse_until
+                if parse and is_python(entry.path) and entry.size <= MAX_PARSED_BYTES:
                     try:
                         read = seed_files.read_seed_files(root, [entry.path], untrusted=False)
                     except seed_files.SeedFileError:

@@ -652,3 +652,22 @@ def test_a_cut_map_of_a_large_repository_gives_the_names_of_the_files_near_the_e
     assert "README.md" in lines
     assert not any(line.startswith("src/app/bulk/") and ": " in line for line in lines)
     assert lines[-1].startswith("Left out for room: ")
+
+
+def test_mapping_a_repository_stops_parsing_when_its_cpu_budget_is_spent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parsing can take time that grows with the square of a file's size (nested f-strings):
+    past the map's budget, files are in the map by their paths alone."""
+    root = tmp_path / "slow"
+    root.mkdir()
+    commit = commit_tree(root, {f"m{n}.py": f"def f{n}():\n    pass\n" for n in range(5)})
+    from sandboxed_coding_agent.core import git_source
+
+    source = git_source.resolve(str(root), commit)
+    monkeypatch.setattr(repository_map, "MAP_PARSE_SECONDS", 0.0)
+
+    kept = repository_map.tree_map(source)
+
+    lines = kept.read_text().splitlines()[1:]
+    assert lines == [f"m{n}.py\t\t" for n in range(5)]
