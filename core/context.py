@@ -13,7 +13,7 @@ git seed, or any seed with ``context`` patterns, the planner is shown:
   kept for it when the map needs that much): every path but the hidden tests', and
   a Python file's top-level classes and functions after its path. A map that does
   not fit spends its room on the files nearest the editable ones first
-  (:mod:`.repository_map`); its last line says what it left out.
+  (``core/repository_map.py``); its last line says what it left out.
 
 Hidden tests are never shown: not as files, not in the map, not in what was left out.
 

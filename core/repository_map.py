@@ -4,7 +4,7 @@ file's top-level classes and functions after it, nearest the editable files firs
 A map that fits is shown whole, in path order. One that does not fit spends its room
 on what is near the editable files first, the same way every time:
 
-* the files nearest the editable ones (:func:`near_files`): the modules an editable
+* the files nearest the editable ones (``near_files``): the modules an editable
   file imports, then the modules that import an editable one, then the other files of
   an editable file's folder (its package), each with its names while they fit;
 * then every other path and, while they fit, the other files' names, in path order;

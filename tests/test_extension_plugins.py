@@ -163,6 +163,7 @@ def test_example_seed_and_policy_are_listed_as_third_party(agent: Callable[..., 
         "requirements": ["pytest>=8"],
         "project": False,
         "project_requirements": [],
+        "project_metadata": None,
     }
     assert shown["policies"] == {"small-diff": {"max_changed_lines": 10}, "python-ast": {}}
     policies = {row["name"]: row for row in json.loads(agent("policies", "list", "--json").stdout)}
