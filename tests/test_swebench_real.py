@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from conftest import AGENT, AgentRun
-from test_older_pythons import interpreter_folder
+from test_runtime_pythons import interpreter_folder
 
 HERE = Path(__file__).parent / "swebench_real"
 ROWS = {

@@ -55,6 +55,7 @@ def runner_class() -> Any:
         def startTest(self, test: Any) -> None:
             audit(EVENT + "start", test, test.id())
             self._agent_started = monotonic()
+            self._agent_current = test
             super().startTest(test)
 
         def _seconds(self) -> float:
@@ -66,6 +67,13 @@ def runner_class() -> Any:
             audit(EVENT + "outcome", test, test.id(), "passed", self._seconds(), None)
 
         def addSkip(self, test: Any, reason: str) -> None:
+            # From Python 3.12 a test skipped by its decorator is never started (but is
+            # stopped): it starts here.
+            current = getattr(self, "_agent_current", None)
+            if current is not test and isinstance(test, unittest.TestCase):
+                audit(EVENT + "start", test, test.id())
+                self._agent_started = monotonic()
+                self._agent_current = test
             super().addSkip(test, reason)
             raised = sys.exc_info()[2]
             audit(EVENT + "outcome", test, test.id(), "skipped", self._seconds(), raised)
@@ -100,6 +108,7 @@ def runner_class() -> Any:
 
         def stopTest(self, test: Any) -> None:
             super().stopTest(test)
+            self._agent_current = None
             audit(EVENT + "stop", test, test.id())
 
         def stopTestRun(self) -> None:
