@@ -107,6 +107,11 @@ HARNESS_FOLDER = os.path.dirname(os.path.abspath(__file__)) + "/"
 EVENT = "sandboxed-coding-agent."
 
 
+def _function_locals() -> Any:
+    """A function frame's ``f_locals``, as this Python makes it."""
+    return sys._getframe().f_locals
+
+
 def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) -> None:
     """Install the guard's audit hook; from here on only events reach what it keeps.
 
@@ -192,6 +197,10 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     # A namespace may be a dict of the code under test's subclass (a class body's, from a
     # metaclass's __prepare__; exec's): its own get or values would run inside the hook.
     dict_get, dict_values = dict.get, dict.values
+    # What a function frame's f_locals is: a dict, or from Python 3.13 a proxy (PEP 667),
+    # whose own get the code under test cannot replace.
+    locals_type = type_(_function_locals())
+    locals_get = locals_type.get
     # Read from the C slots: a class of the code under test's may define these as properties.
     class_mro, class_dict = type.__dict__["__mro__"].__get__, type.__dict__["__dict__"].__get__
     function_code = types.FunctionType.__dict__["__code__"].__get__
@@ -487,6 +496,8 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     def frame_self(frame: Any) -> Any:
         """The ``self`` of ``frame``'s function, read without running a mapping's methods."""
         names = frame.f_locals
+        if type_(names) is locals_type:  # Python 3.13: a proxy of the frame's own variables
+            return locals_get(names, "self")
         return dict_get(names, "self") if issubclass_(type_(names), dict) else None
 
     def own_values(owner: Any) -> list[Any]:
