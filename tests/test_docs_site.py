@@ -173,3 +173,143 @@ def test_site_has_search_a_dark_mode_switch_copy_buttons_and_tabs(site: Path) ->
     assert features is not None
     assert '"content.code.copy"' in features[1]
     assert '"navigation.tabs"' in features[1]
+
+
+def article(html_text: str) -> str:
+    """A built page's own content, without the theme's navigation around it."""
+    found = re.search(
+        r'<article class="md-content__inner md-typeset">(.*?)</article>', html_text, re.S
+    )
+    assert found is not None
+    return found[1]
+
+
+def test_every_list_of_the_docs_renders_as_a_list(site: Path) -> None:
+    # Python-Markdown needs a blank line before a list, and a list item's code block or
+    # second paragraph indented by four spaces: otherwise the item's text runs on.
+    for html_file in sorted(site.rglob("*.html")):
+        content = html_file.read_text()
+        for paragraph in re.findall(r"<p>((?:(?!</p>).)*)</p>", content, re.S):
+            assert not re.search(r"\n\s*(\d+\.|[-*+]) ", paragraph), (html_file, paragraph)
+            assert "<pre" not in paragraph, (html_file, paragraph)
+        # An item that announces a code block, closed before the block comes.
+        assert not re.search(r":</li>\s*</[ou]l>\s*<div class=\"language-", content), html_file
+    steps = article(page(site, "real-repositories"))
+    steps = steps[steps.index('id="a-git-seed-step-by-step"') :]
+    ordered = re.search(r"<ol>(.*?)</ol>", steps, re.S)
+    assert ordered is not None
+    items = re.findall(r"<li>(.*?)</li>", ordered[1], re.S)
+    starts = [re.sub(r"<[^>]+>", "", item).split()[:3] for item in items]
+    assert starts == [["Have", "the", "repository"], ["Make", "a", "folder"], ["Run", "it", "with"]]
+
+
+def test_wide_code_blocks_wrap_and_leave_room_for_the_copy_button(site: Path) -> None:
+    # The theme scrolls a wide block behind a hairline scrollbar, and its copy button covers
+    # the end of the first line: a block's lines wrap instead, clear of the button.
+    css = re.sub(r"/\*.*?\*/", "", (site / "extra.css").read_text(), flags=re.S)
+    rules = dict(re.findall(r"([^{}]+)\{([^}]*)\}", css))
+    block = {selector.strip(): body for selector, body in rules.items()}.get(
+        ".md-typeset pre > code", ""
+    )
+    assert re.search(r"white-space:\s*pre-wrap", block)
+    assert re.search(r"overflow-wrap:\s*anywhere", block)
+    padding = re.search(r"padding-right:\s*([\d.]+)em", block)
+    assert padding is not None
+    assert float(padding[1]) >= 2.5  # the copy button's 1.5em, its frame and margin
+    quick_start = article(page(site, "quick-start"))
+    assert "content.code.copy" in (site / "index.html").read_text()
+    assert "uv run --no-dev agent run --seed calculator" in re.sub(r"<[^>]+>", "", quick_start)
+
+
+DIAGRAMS = {
+    "index.html": ("planner", "policies", "sandbox", "verdict", "run record"),
+    "local-sandbox/index.html": (
+        "contract and policies",
+        "sandbox walls",
+        "guard",
+        "trusted test list",
+        "output tests",
+    ),
+    "real-repositories/index.html": ("workspace/", "parse.py", "test_hidden.py", "hidden"),
+}
+
+
+@pytest.mark.parametrize(("name", "labels"), DIAGRAMS.items(), ids=list(DIAGRAMS))
+def test_diagrams_are_inline_svg_in_the_themes_colours(
+    site: Path, name: str, labels: tuple[str, ...]
+) -> None:
+    content = article((site / name).read_text())
+    (svg,) = re.findall(r'<svg [^>]*class="diagram[^"]*".*?</svg>', content, re.S)
+    shown = re.findall(r"<text[^>]*>(.*?)</text>", svg, re.S)
+    text = " ".join(re.sub(r"<[^>]+>", "", line) for line in shown)
+    for label in labels:
+        assert label in text, (name, label)
+    assert re.search(r"<title[^>]*>\w", svg)  # what a screen reader says
+    # Every colour comes from the theme (through extra.css), so a diagram reads the same
+    # in light and dark mode; the fixed colours are only fallbacks for GitHub's viewer.
+    assert not re.search(r'(fill|stroke|color)="(?!none)', svg)
+    style = re.search(r"<style>(.*?)</style>", svg, re.S)
+    assert style is not None
+    for value in re.findall(r"(?:fill|stroke|--dg-[\w-]+):\s*([^;]+);", style[1]):
+        assert value.startswith("var(--d") or value == "none", (name, value)
+    css = (site / "extra.css").read_text()
+    for variable in ("ink", "muted", "box", "primary"):
+        assert re.search(rf"--diagram-{variable}:\s*var\(--md-", css), variable
+
+
+def test_no_page_of_the_site_uses_mermaid(site: Path) -> None:
+    # The theme draws Mermaid with a script from a CDN, which the site never loads.
+    for html_file in site.rglob("*.html"):
+        assert 'class="mermaid"' not in html_file.read_text(), html_file
+
+
+class Loads(HTMLParser):
+    """Every address a page makes the browser fetch, whatever the element."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.addresses: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if value is None or (tag == "a" and name == "href") or name == "xmlns":
+                continue
+            if name in ("src", "href", "xlink:href", "data", "poster", "action"):
+                self.addresses.append(value)
+            elif name in ("srcset", "imagesrcset"):
+                self.addresses.extend(part.split()[0] for part in value.split(",") if part.strip())
+            elif name == "style":
+                self.addresses.extend(re.findall(r"url\(\s*['\"]?([^'\")]+)", value))
+
+
+def test_no_page_loads_anything_from_another_host(site: Path) -> None:
+    for html_file in sorted(site.rglob("*.html")):
+        text = html_file.read_text()
+        loads = Loads()
+        loads.feed(text)
+        for style in re.findall(r"<style[^>]*>(.*?)</style>", text, re.S):
+            loads.addresses.extend(re.findall(r"url\(\s*['\"]?([^'\")]+)", style))
+            assert "@import" not in style, html_file
+        elsewhere = [a for a in loads.addresses if urlsplit(a.strip()).netloc or ":" in a]
+        assert elsewhere == [], html_file
+
+
+def test_navigation_is_by_reader_and_the_quick_start_leads_to_troubleshooting(
+    site: Path,
+) -> None:
+    import yaml
+
+    config = yaml.safe_load((PROJECT / "mkdocs.yml").read_text())
+    sections = [next(iter(entry)) for entry in config["nav"]]
+    assert sections == ["Get started", "Use", "Projects and evaluation", "Extend", "Operate"]
+    start = [next(iter(entry.values())) for entry in config["nav"][0]["Get started"]]
+    assert start[:2] == ["index.md", "quick-start.md"]
+    assert start.index("troubleshooting.md") == start.index("quick-start.md") + 1
+    quick_start = article(page(site, "quick-start"))
+    first_command = quick_start.index("<pre")
+    assert 'href="../troubleshooting/"' in quick_start[:first_command]
+    # The home page says where each kind of reader starts, not every page again.
+    home = article((site / "index.html").read_text())
+    assert len(re.findall(r"<li>", home)) <= 6
+    for target in ("quick-start/", "troubleshooting/", "writing-plugins/", "security/"):
+        assert f'href="{target}' in home, target
