@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -164,3 +167,25 @@ def test_every_page_is_in_the_sites_navigation_and_linked_from_the_readme() -> N
     for page in sorted(pages):
         assert re.search(rf":\s+{re.escape(page)}\s*$", nav, re.M), f"{page} is not in the nav"
         assert f"(docs/{page}" in readme, f"the README does not link {page}"
+
+
+def test_the_guides_command_for_the_examples_tests_runs_from_the_clones_root() -> None:
+    # From the example's own folder `uv run` would take the example's pyproject.toml for
+    # the project, and find no sandboxed-coding-agent to install.
+    (command,) = re.findall(r"`(PYTHONPATH=\S+ uv run pytest \S+)`", GUIDE.read_text())
+    assert "from the root of the clone" in GUIDE.read_text()
+    variable, _, rest = command.partition(" uv run ")
+    source = variable.removeprefix("PYTHONPATH=")
+    argv = rest.split()
+    assert (PROJECT / source / "agent_policy_example" / "__init__.py").is_file()
+    assert (PROJECT / argv[-1] / "test_agent_policy_example.py").is_file()
+    done = subprocess.run(
+        [sys.executable, "-m", *argv, "-q", "-p", "no:cacheprovider"],
+        cwd=PROJECT,
+        env={**os.environ, "PYTHONPATH": source},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"\b7 passed\b", done.stdout)

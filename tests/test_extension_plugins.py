@@ -539,7 +539,7 @@ def test_disabled_plugins_are_not_loaded(
 
 
 def guide_transcript(section: str) -> list[tuple[list[str], int, list[str]]]:
-    """The ``$ agent ...`` commands of a guide section: argv, exit status, lines shown."""
+    """The ``$ uv run agent ...`` commands of a guide section: argv, exit status, lines shown."""
     guide = (PROJECT / "docs" / "writing-plugins.md").read_text()
     text = guide.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
     commands: list[tuple[list[str], int, list[str]]] = []
@@ -575,11 +575,12 @@ def test_the_guides_check_it_transcript_is_what_the_commands_print(
     commands = guide_transcript("Check it")
     assert len(commands) >= 7
     for argv, status, shown in commands:
-        assert argv[0] == "agent"
-        args = [str(shipped / a) if a.startswith("plans/") else a for a in argv[1:]]
+        # Run from the clone's root, as the guide says, through the project's environment.
+        assert argv[:3] == ["uv", "run", "agent"]
+        args = [str(PROJECT / a) if a.startswith("examples/") else a for a in argv[3:]]
         run = agent(*args)
         assert run.returncode == status, (argv, run.stderr)
-        printed = (run.stdout + run.stderr).replace(str(shipped) + "/", "").splitlines()
+        printed = (run.stdout + run.stderr).replace(str(PROJECT) + "/", "").splitlines()
         for line in shown:
             if line == "...":
                 continue
