@@ -93,6 +93,17 @@ started is a violation. A pytest test counts only while its item holds no
 function of the code under test's (a ``runtest`` set on the next test's item
 would run instead of it; a fixture's object kept on it is the test's own), and
 its session, configuration and plugin manager no function or object of it.
+
+What the framework's functions close over is compared too (a cell rebound leaves the
+function the same), and so are the members of the standard library's classes that the
+framework's modules hold (``contextlib``'s context manager): one replaced by a function of
+the code under test's, or removed, is a violation; a test's own patch is not. A test class
+member that stands in place of the framework's (``assertEqual``) must be a function of the
+seed's. A frame read (``tb_frame``) by trusted code that the code under test called is
+judged as the code under test's: every frame between the code under test and the event
+counts, not the first one outside the standard library. And whatever the comparisons miss
+between two of them, the outcome is checked against what the test raised where the
+framework calls it (the collectors' ``raised`` event): a test that raised is never a pass.
 """
 
 from __future__ import annotations
@@ -208,6 +219,14 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     classmethod_function = classmethod.__dict__["__func__"].__get__
     staticmethod_function = staticmethod.__dict__["__func__"].__get__
     loader_hooks = frozenset(rules.LOADER_HOOKS)
+    # What a function closes over, read from the C slots: a cell rebound changes what a
+    # framework function does while the function object stays the same.
+    function_closure = types.FunctionType.__dict__["__closure__"].__get__
+    cell_contents = types.CellType.__dict__["cell_contents"].__get__
+    module_type, empty = types.ModuleType, object()
+    import gc
+
+    referents = gc.get_referents
     permission_error, interrupted, os_error = PermissionError, InterruptedError, OSError
     import_error = ImportError
     cwd = os.getcwd()
@@ -270,8 +289,13 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         "reported": False,
         "changed": False,
         "finished": False,
+        "raised": False,
         "plugins": None,
         "session": (),
+        "cells": (),
+        "session_cells": (),
+        "library": (),
+        "library_cells": (),
     }
 
     def write(kind: str, **fields: Any) -> None:
@@ -592,6 +616,81 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             return True
         return any_(foreign(value) for value in own_values(owner))
 
+    def reaches_foreign(value: Any) -> bool:
+        """Whether calling ``value`` could run the code under test: it is such a function, or
+        holds one within a few steps (a ``functools.partial``, a ``staticmethod``, an object
+        whose attribute is one), read by the interpreter's own walk (no code of it runs)."""
+        pending: list[tuple[Any, int]] = [(value, 3)]
+        seen: set[int] = set_()
+        while pending and len_(seen) < 256:
+            item, depth = pending.pop()
+            if id_(item) in seen:
+                continue
+            seen.add(id_(item))
+            if foreign(item):
+                return True
+            kind_of = type_(item)
+            if depth == 0 or issubclass_(kind_of, (function_type, type_, module_type)):
+                continue  # a function or class is what foreign() read; a module is no one's
+            if issubclass_(kind_of, (str_, bytes_, int_, float_)):
+                continue
+            pending.extend((found, depth - 1) for found in referents(item))
+        return False
+
+    def cell_value(cell: Any) -> Any:
+        try:
+            return cell_contents(cell)
+        except ValueError:  # an empty cell
+            return empty
+
+    def closures(entries: Any) -> tuple[tuple[str, Any, Any], ...]:
+        """Each cell the functions of ``entries`` close over (and the functions those cells
+        hold close over), with what it holds now."""
+        found: list[tuple[str, Any, Any]] = []
+        for owner, attribute, value in entries:
+            where = f"{getattr_(owner, '__name__', '?')}.{attribute}"
+            pending = [(unwrap(value), 2)]
+            while pending:
+                function, depth = pending.pop()
+                if not issubclass_(type_(function), function_type):
+                    continue
+                for cell in function_closure(function) or ():
+                    held = cell_value(cell)
+                    found.append((where, cell, held))
+                    if depth > 0:
+                        pending.append((held, depth - 1))
+        return tuple_(found)
+
+    def library_classes() -> list[tuple[Any, str, Any]]:
+        """The members of the standard library's classes that the framework's modules hold
+        (``contextlib``, through which both frameworks run each test): a member replaced by
+        one that runs the code under test changes what the framework decides."""
+        held: dict[str, Any] = {}
+        for name, module in list_(modules.items()):
+            if module is None or (
+                name.split(".")[0] not in framework_modules
+                and not name.startswith("_sandboxed_coding_agent")
+            ):
+                continue
+            for value in list_(vars_(module).values()):
+                if isinstance_(value, module_type):
+                    found = value
+                elif isinstance_(value, (function_type, type_)):
+                    found = modules.get(str_(getattr_(value, "__module__", "") or ""))
+                else:
+                    continue
+                library_name: Any = getattr_(found, "__name__", None)
+                if isinstance_(library_name, str_) and library_name.split(".")[0] != "unittest":
+                    held[library_name] = found
+        entries: list[tuple[Any, str, Any]] = []
+        for name, module in held.items():
+            if in_library(str_(getattr_(module, "__file__", None) or "<none>")) is None:
+                continue  # not the standard library's: a C module, or the framework's own
+            for value in list_(vars_(module).values()):
+                if isinstance_(value, type_) and value.__module__ == name:
+                    entries.extend(members(value))
+        return entries
+
     def violation(capability: str, event: str, detail: str) -> None:
         state["violations"] += 1
         if state["violations"] <= max_violations:
@@ -639,6 +738,9 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                         session.extend(functions(value))
         state["snapshot"] = tuple_(entries)
         state["session"] = tuple_(session)
+        state["cells"], state["session_cells"] = closures(entries), closures(session)
+        library = library_classes()
+        state["library"], state["library_cells"] = tuple_(library), closures(library)
         state["classes"] = tuple_(
             (cls, frozenset_(k for _, k, _ in members(cls))) for cls in classes
         )
@@ -716,6 +818,8 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                     problem = problem or borrowed(value, module)
                     if problem is not None:
                         violation("framework", "loader", problem)
+        # The framework's cells as noted before any seed code ran; the tests' as they are now.
+        state["cells"] += closures(entries[len_(state["snapshot"] or ()) :])
         state["snapshot"] = tuple_(entries)
         state["classes"] = tuple_(classes)
 
@@ -726,15 +830,31 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             return None  # a class the test module imported (unittest.TestCase)
         for attribute, member in list_(vars_(cls).items()):
             function = unwrap(member)
-            if isinstance_(function, function_type) and not seed_test_code(function):
-                return f"{cls.__name__}.{attribute} is not the seed's own code"
+            if isinstance_(function, function_type):
+                if not seed_test_code(function):
+                    return f"{cls.__name__}.{attribute} is not the seed's own code"
+            elif shadowed(cls, attribute, member):
+                return f"{cls.__name__}.{attribute} runs the code under test's"
         return None
+
+    def shadowed(cls: Any, attribute: str, member: Any) -> bool:
+        """Whether ``member``, not a function, stands on a test class in place of one of the
+        framework's (``assertEqual``) and runs the code under test when called: a
+        ``functools.partial`` of its function, an object of its class, any class. A test
+        class's other members (a schema class, a validator) are the test's business."""
+        for owner in (class_mro(cls) or (cls,))[1:]:
+            names = class_dict(owner)
+            module = str_(names.get("__module__", "") or "") if names is not None else ""
+            if module.split(".")[0] in framework_modules and attribute in names:
+                return isinstance_(member, type_) or reaches_foreign(member)
+        return False
 
     def protect(*classes: type) -> None:
         """Add classes made later (the collectors') to the snapshot."""
         entries = list_(state["snapshot"] or ())
         for cls in classes:
             entries.extend((cls, k, v) for k, v in list_(vars_(cls).items()))
+        state["cells"] += closures(entries[len_(state["snapshot"] or ()) :])
         state["snapshot"] = tuple_(entries)
 
     def foreign_hook() -> str | None:
@@ -776,6 +896,26 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 where = getattr_(owner, "__name__", "?")
                 violation("framework", "changed", f"{where}.{attribute} was replaced or removed")
                 return False
+        for where, cell, held in state["cells"] + state["session_cells"]:
+            if cell_value(cell) is not held:
+                state["changed"] = True
+                violation("framework", "changed", f"what {where} closes over was replaced")
+                return False
+        for owner, attribute, value in state["library"]:
+            now = vars_(owner).get(attribute, empty)
+            # A test may patch the standard library (monkeypatch); the code under test's own
+            # function put there would run where the framework decides.
+            if now is not value and (now is empty or reaches_foreign(now)):
+                state["changed"] = True
+                where = getattr_(owner, "__name__", "?")
+                violation("framework", "changed", f"{where}.{attribute} was replaced or removed")
+                return False
+        for where, cell, held in state["library_cells"]:
+            now = cell_value(cell)
+            if now is not held and reaches_foreign(now):
+                state["changed"] = True
+                violation("framework", "changed", f"what {where} closes over was replaced")
+                return False
         for instance, was in state["instances"]:
             # The default loader's own attributes may change (errors, its folder), never to
             # something callable: a method set on it would load other tests.
@@ -811,6 +951,8 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                     code = function.__code__
                     if kind(code.co_filename) == untrusted_:
                         return f"{owner.__name__}.{attribute} is the code under test's"
+                elif shadowed(owner, attribute, member):  # a partial as its assertEqual
+                    return f"{owner.__name__}.{attribute} runs the code under test's"
         return None
 
     def seed_test_code(function: Any) -> bool:
@@ -864,7 +1006,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         """An event of the collectors: a test started, ended or stopped, or a check."""
         if name == "check":  # the end of the tests: the session's own changes may follow
             check()
-            state["session"], state["plugins"] = (), None
+            state["session"], state["session_cells"], state["plugins"] = (), (), None
             return
         if name == "violation":
             violation(str_(args[0]), str_(args[1]), str_(args[2]))
@@ -881,10 +1023,13 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         if name == "start":
             if current is not None:
                 violation("framework", name, f"{test_id}: started inside {current[1]}")
-            state["current"], state["reported"] = (test, test_id), False
+            state["current"], state["reported"], state["raised"] = (test, test_id), False, False
             return
         if current is None or current[0] is not test:
             violation("framework", name, f"{test_id}: not the test under way")
+            return
+        if name == "raised":  # the test's own code raised, seen where the framework calls it
+            state["raised"] = True
             return
         if name == "stop":
             if not state["reported"]:
@@ -902,6 +1047,12 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         ):
             violation("framework", outcome, f"{test_id}: not reported by the framework")
             outcome = "error"
+        if outcome == "passed" and state["raised"]:
+            # Whatever stands between the test's code and the framework's decision (a context
+            # manager, a hook wrapper) swallowed what the test raised.
+            violation("framework", outcome, f"{test_id}: it raised, and was reported passed")
+            outcome = "error"
+        state["raised"] = False
         problem = foreign_code(test) if outcome in favourable else None
         if problem is not None:
             violation("framework", outcome, f"{test_id}: {problem}")
@@ -1106,6 +1257,15 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             elif who is not None and kind(who.f_code.co_filename) != untrusted_:
                 if event in tracing_events and untrusted_on_stack(frame):
                     pass  # a trace function set for the code under test: below
+                elif (
+                    event == "object.__getattr__"
+                    and args[1] not in code_attributes
+                    and untrusted_on_stack(who)
+                ):
+                    # Every frame between the code under test and the event is judged: a
+                    # function of the project's own that the code under test called and
+                    # that reads a traceback's frame (a getattr helper) reads it for it.
+                    pass
                 elif capability == "introspection":
                     return
             if event in object_walks:

@@ -36,6 +36,14 @@ class Collector:
         yield
         audit(EVENT + "stop", item, item.nodeid)
 
+    @pytest.hookimpl(hookwrapper=True, trylast=True)
+    def pytest_runtest_call(self, item: Any) -> Any:
+        # The innermost wrapper of the call: whatever it raises is seen here, before the
+        # wrappers around it (capture, logging, skipping) could swallow it.
+        made = yield
+        if made.excinfo is not None:
+            audit(EVENT + "raised", item, item.nodeid)
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: Any, call: Any) -> Any:
         made = yield

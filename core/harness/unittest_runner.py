@@ -39,6 +39,24 @@ def watch_test_parts() -> None:
                 raise
 
     case._Outcome.testPartExecutor = testPartExecutor
+    for name in ("_callSetUp", "_callTestMethod", "_callTearDown"):
+        setattr(case.TestCase, name, _raising_seen(getattr(case.TestCase, name)))
+
+
+def _raising_seen(call: Any) -> Any:
+    """``call`` (a ``TestCase`` method that runs the test's own code), telling the guard when
+    that code raises: a test part that raised and is then reported a success was swallowed
+    by something between the test and the framework (a patched context manager)."""
+
+    def called(self: Any, *args: Any) -> Any:
+        try:
+            return call(self, *args)
+        except BaseException:
+            audit(EVENT + "raised", self, self.id())
+            raise
+
+    called.__name__ = called.__qualname__ = call.__name__
+    return called
 
 
 def runner_class() -> Any:
