@@ -29,7 +29,7 @@ from .errors import BudgetReached as BudgetReached
 from .errors import UsageError
 
 if TYPE_CHECKING:  # the data model holds a Spend; this module needs only the name
-    from .model import TokenUsage
+    from .planning import TokenUsage
 
 #: The largest price table read, and the most models it may name.
 MAX_PRICES_FILE_BYTES = 1024 * 1024

@@ -33,8 +33,9 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from .errors import PlanRejected, ProviderError, Rejection
-from .model import PatchFile, PatchPlan, SeedLimits
+from .planning import PatchFile, PatchPlan
 from .seeds import TEST_INFRASTRUCTURE as TEST_INFRASTRUCTURE
+from .seeds import SeedLimits
 from .serialization import describe_structure_error, structure
 
 POLICY = "patch-contract"

@@ -43,12 +43,12 @@ from .edit_text import (
     reject,
 )
 from .errors import PlanRejected, Rejection
-from .model import PatchFile, PatchPlan
+from .planning import DEFAULT_EDIT_FORMAT as DEFAULT_EDIT_FORMAT
+from .planning import EDIT_FORMATS as EDIT_FORMATS
+from .planning import PatchFile, PatchPlan
 from .seeds import SeedLimits
 from .udiff import looks_like_diff, plan_from_diff
 
-EDIT_FORMATS = ("whole", "search-replace", "udiff")
-DEFAULT_EDIT_FORMAT = "whole"
 #: The one key of an answer in each format.
 FORMAT_KEYS = {"files": "whole", "edits": "search-replace", "diff": "udiff"}
 

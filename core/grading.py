@@ -66,7 +66,7 @@ from attrs import validators as v
 from .evidence import OUTCOME_RANKS, TestReport
 
 if TYPE_CHECKING:
-    from .model import SandboxOutcome, SeedProject
+    from .seeds import SeedProject
 
 #: How a graded run ended, as SWE-bench names it.
 RESOLUTIONS = ("FULL", "PARTIAL", "NO")
@@ -258,25 +258,6 @@ def grade(
         report_problem=problem,
         missing_reason=_missing_reason(missing, outcomes, framework),
     )
-
-
-def graded(
-    outcome: SandboxOutcome, seed: SeedProject, known: Collection[str] | None = None
-) -> SandboxOutcome:
-    """``outcome`` with its grade against ``seed``'s lists (``None`` for a seed without any,
-    whatever the runner put there): the grade is the agent's, made from the verified
-    report, never a runner's. ``known``: as :func:`grade` takes it."""
-    if not is_graded(seed):
-        return outcome if outcome.grade is None else attrs.evolve(outcome, grade=None)
-    stopped = None
-    if outcome.timed_out:
-        stopped = "the test timed out"
-    elif outcome.limit_hit is not None:
-        stopped = f"the {outcome.limit_hit} limit stopped the test"
-    found = grade(
-        outcome.test_report, seed.fail_to_pass, seed.pass_to_pass, stopped=stopped, known=known
-    )
-    return attrs.evolve(outcome, grade=found)
 
 
 def _missing_reason(

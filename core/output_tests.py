@@ -30,8 +30,7 @@ import attrs
 from attrs import validators as v
 
 if TYPE_CHECKING:  # the data model imports this module
-    from .model import SandboxJob, SandboxOutcome
-    from .seeds import SeedProject
+    pass
 
 #: The most output tests a seed may declare.
 MAX_OUTPUT_TESTS = 100
@@ -277,16 +276,6 @@ def _call_failure(test: OutputTest, result: object) -> tuple[str, str] | None:
         shown = json.dumps(claim["value"])[:2000]
         return "wrong value", f"returned {shown}; expected {test.expect}"
     return None
-
-
-def judged(seed: SeedProject, job: SandboxJob, outcome: SandboxOutcome) -> SandboxOutcome:
-    """``outcome`` with :attr:`~.model.SandboxOutcome.output_tests` judged from the
-    harness's report (before the report is verified and dropped); whatever a runner put
-    there is replaced."""
-    key = job.harness.key if job.harness is not None else None
-    report = outcome.report if outcome.report is not None else outcome.output_report
-    results = compare_all(seed.output_tests, report, key)
-    return attrs.evolve(outcome, output_tests=results)
 
 
 def summary(results: Sequence[OutputTestResult]) -> str:

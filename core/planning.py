@@ -9,6 +9,7 @@ converter, so a planner may run in another process or on another machine.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -17,6 +18,14 @@ from attrs import validators as v
 
 from .errors import Rejection
 from .seeds import LimitError, SeedLimits, _as_tuple
+
+#: The longest model name accepted (``CODING_AGENT_MODEL``, ``--model``, a task's ``model``).
+MAX_MODEL_CHARS = 160
+#: C0 and C1 control characters: kept out of the model name and out of quoted provider text.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: The shapes a planner may answer in (``--edit-format``); :mod:`.edits` reads each.
+EDIT_FORMATS = ("whole", "search-replace", "udiff")
+DEFAULT_EDIT_FORMAT = "whole"
 
 
 @attrs.frozen
@@ -61,8 +70,6 @@ def check_model_name(name: str, what: str) -> str:
     :param what: how messages name the value (``--model``, ``'model'``).
     :raises LimitError: it cannot.
     """
-    from .provider import CONTROL, MAX_MODEL_CHARS  # provider imports this module
-
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
@@ -82,13 +89,11 @@ def model_name(_: object, attribute: Any, value: str | None) -> None:
 
 
 def check_edit_format(value: object, what: str) -> str:
-    """Return ``value`` if it is one of :data:`~.edits.EDIT_FORMATS`.
+    """Return ``value`` if it is one of :data:`EDIT_FORMATS`.
 
     :param what: how messages name the value (``--edit-format``, ``'edit_format'``).
     :raises LimitError: it is not.
     """
-    from .edits import EDIT_FORMATS  # edits imports this module
-
     if not isinstance(value, str) or value not in EDIT_FORMATS:
         raise LimitError(f"{what} must be one of {', '.join(EDIT_FORMATS)}, not {value!r}")
     return value

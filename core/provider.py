@@ -20,6 +20,8 @@ import attrs
 
 from . import contract
 from .errors import ConfigurationError
+from .planning import CONTROL as CONTROL
+from .planning import MAX_MODEL_CHARS as MAX_MODEL_CHARS
 
 BASE_URL_ENV = "CODING_AGENT_BASE_URL"
 MODEL_ENV = "CODING_AGENT_MODEL"
@@ -61,11 +63,8 @@ RESERVED_HEADERS = frozenset(
     }
 )
 
-MAX_MODEL_CHARS = 160
 #: Far above any real base URL; a longer value is a mistake and would flood every message.
 MAX_BASE_URL_CHARS = 2_000
-#: C0 and C1 control characters: kept out of the model name and out of quoted provider text.
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @attrs.frozen

@@ -16,7 +16,6 @@ import attrs
 
 from . import orchestrator, retention
 from .errors import AgentError, AgentWarning
-from .grading import graded
 from .model import (
     PatchFile,
     PatchPlan,
@@ -28,7 +27,6 @@ from .model import (
     SeedLimits,
     SeedProject,
 )
-from .output_tests import judged
 from .plugins import PluginInfo
 from .protocols import PatchPolicy, Planner, PreparingRunner, Runner
 from .run_record_files import new_run_id, records_directory, write_run_record
@@ -42,7 +40,7 @@ from .run_record_layout import (
     SeedIdentity,
     seed_hash,
 )
-from .verdict import verified
+from .verdict import graded, judged, verified
 
 
 class _RecordingPlanner:

@@ -22,7 +22,7 @@ from .diffs import changed_lines, unified_diff
 from .errors import AgentError, Interrupted, PlanRejected, Rejection
 from .events import Emit, no_events
 from .evidence import TestList, evidence_tier
-from .grading import graded, is_graded
+from .grading import is_graded
 from .model import (
     Attempt,
     Candidate,
@@ -34,14 +34,14 @@ from .model import (
     SandboxJob,
     SeedProject,
 )
-from .output_tests import NO_TEST_COMMAND, judged
+from .output_tests import NO_TEST_COMMAND
 from .plan_requests import feedback_on, plan_request, prompt_summary
 from .policy_checks import check_plan
 from .protocols import PatchPolicy, Planner, PreparingRunner, Runner, StoppableRunner
 from .provider import MODEL_ENV
 from .task_pool import StopRequest
 from .trusted_tests import checked, list_tests, needs_known, needs_list
-from .verdict import harness_for, verified
+from .verdict import graded, harness_for, judged, verified
 
 Progress = Callable[[str], None]
 

@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .model import LimitError
+from .seeds import LimitError
 
 if TYPE_CHECKING:
     import cattrs

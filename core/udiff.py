@@ -30,7 +30,7 @@ from .edit_text import (
     reject,
 )
 from .errors import PlanRejected, Rejection
-from .model import PatchFile, PatchPlan
+from .planning import PatchFile, PatchPlan
 from .seeds import SeedLimits
 
 _HEADER = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")

@@ -15,13 +15,14 @@ import hmac
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import PurePosixPath
 
 import attrs
 
 from . import output_tests
 from .evidence import OUTCOME_RANKS, GuardFinding, TestCaseResult, TestHarness, TestReport
+from .grading import grade, is_graded
 from .model import SandboxJob, SandboxOutcome, SeedProject
 
 #: The most a harness's report may hold; a larger one is ``tampered``.
@@ -203,3 +204,32 @@ def _test(record: Mapping[str, object]) -> TestCaseResult | None:
 
 def _rank(test: TestCaseResult | None) -> int:
     return -1 if test is None else OUTCOME_RANKS[test.outcome]
+
+
+def judged(seed: SeedProject, job: SandboxJob, outcome: SandboxOutcome) -> SandboxOutcome:
+    """``outcome`` with :attr:`~.model.SandboxOutcome.output_tests` judged from the
+    harness's report (before the report is verified and dropped); whatever a runner put
+    there is replaced."""
+    key = job.harness.key if job.harness is not None else None
+    report = outcome.report if outcome.report is not None else outcome.output_report
+    results = output_tests.compare_all(seed.output_tests, report, key)
+    return attrs.evolve(outcome, output_tests=results)
+
+
+def graded(
+    outcome: SandboxOutcome, seed: SeedProject, known: Collection[str] | None = None
+) -> SandboxOutcome:
+    """``outcome`` with its grade against ``seed``'s lists (``None`` for a seed without any,
+    whatever the runner put there): the grade is the agent's, made from the verified
+    report, never a runner's. ``known``: as :func:`grade` takes it."""
+    if not is_graded(seed):
+        return outcome if outcome.grade is None else attrs.evolve(outcome, grade=None)
+    stopped = None
+    if outcome.timed_out:
+        stopped = "the test timed out"
+    elif outcome.limit_hit is not None:
+        stopped = f"the {outcome.limit_hit} limit stopped the test"
+    found = grade(
+        outcome.test_report, seed.fail_to_pass, seed.pass_to_pass, stopped=stopped, known=known
+    )
+    return attrs.evolve(outcome, grade=found)

@@ -14,7 +14,7 @@ Each command (or command group) is one module of this package, named in
 that table without importing any, and a command's module is imported only when
 that command runs or shows its own help. A new command is one new module and
 one line in the table. Commands that plugins add (``register_commands``) are
-mounted by :func:`~sandboxed_coding_agent.core.commands.mount_plugin_commands`.
+mounted by :func:`~sandboxed_coding_agent.core.cli.plugin_commands.mount_plugin_commands`.
 """
 
 from __future__ import annotations
@@ -286,9 +286,9 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     warnings.showwarning = terminal.show_warning
     # Plugins' command groups (register_commands), only when the command line may name one.
-    from ..commands import mount_plugin_commands
+    from .plugin_commands import mount_plugin_commands
 
-    mount_plugin_commands(app, sys.argv[1:])
+    mount_plugin_commands(app, sys.argv[1:], COMMANDS)
     app(prog_name="agent")
 
 

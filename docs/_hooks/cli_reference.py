@@ -45,9 +45,9 @@ def reference() -> str:
 def _agent_app() -> typer.Typer:
     """The ``agent`` app with every plugin's command group, as for ``agent --help``."""
     from sandboxed_coding_agent.core import cli
-    from sandboxed_coding_agent.core.commands import mount_plugin_commands
+    from sandboxed_coding_agent.core.cli.plugin_commands import mount_plugin_commands
 
-    mount_plugin_commands(cli.app, [])
+    mount_plugin_commands(cli.app, [], cli.COMMANDS)
     return cli.app
 
 

@@ -364,4 +364,4 @@ def register_runners(register: Callable[[Runner], None]) -> None:
 
 @hookimpl
 def register_checks(register: Callable[[Check], None]) -> None:
-    register(LocalSandboxCheck())
+    register(LocalSandboxCheck(LocalSandbox))

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import attrs
 
-from .process import kill_if
+from .kill import kill_if
 
 PREFIX = "sandboxed-coding-agent-"
 CGROUP_ROOT = Path("/sys/fs/cgroup")

@@ -14,13 +14,14 @@ import os
 import resource
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
 
 from sandboxed_coding_agent.core.errors import ConfigurationError, SandboxError
 from sandboxed_coding_agent.core.model import Finding, SandboxJob, SeedLimits
+from sandboxed_coding_agent.core.protocols import Runner
 
 from .bwrap import MALLOC_ARENAS, MIB
 from .cgroups import SandboxGroups
@@ -209,17 +210,14 @@ def _bwrap_findings() -> Iterator[Finding]:
         fixed.setdefault(diagnosis.fix, item)
 
 
-def _probe() -> dict[str, object]:
-    # The sandbox's own module imports this one: import it when needed, not at load time.
-    from . import LocalSandbox
-
+def _probe(sandbox: Runner) -> dict[str, object]:
     job = SandboxJob(
         seed="doctor",
         files={"probe.py": PROBE.encode()},
         test_command=("python", "probe.py"),
         limits=SeedLimits(test_timeout_seconds=30, max_output_bytes=4096),
     )
-    outcome = LocalSandbox().run_test(job)
+    outcome = sandbox.run_test(job)
     if outcome.exit_code != 0:
         raise SandboxError(f"the probe failed: {outcome.output.strip()[-300:]}")
     answer = json.loads(outcome.output.strip().splitlines()[-1])
@@ -376,14 +374,14 @@ def _limit_findings(
     )
 
 
-def _sandbox_findings() -> Iterator[Finding]:
+def _sandbox_findings(sandbox: Runner) -> Iterator[Finding]:
     limits = SeedLimits()
     groups = SandboxGroups(
         "doctor", max_processes=limits.max_processes, memory_bytes=limits.memory_mb * MIB
     )
     try:
         try:
-            answer = _probe()
+            answer = _probe(sandbox)
         except SandboxError as error:
             yield Finding(
                 "sandbox",
@@ -446,8 +444,12 @@ def _uv_findings() -> Iterator[Finding]:
 
 @attrs.frozen
 class LocalSandboxCheck:
-    """bwrap and its namespaces, the limits this machine enforces, and uv for seed runtimes."""
+    """bwrap and its namespaces, the limits this machine enforces, and uv for seed runtimes.
 
+    :ivar sandbox: makes the local sandbox the probe runs in.
+    """
+
+    sandbox: Callable[[], Runner]
     name: str = "local-sandbox"
     description: str = "bwrap, namespaces, enforced limits and uv, tried for real"
 
@@ -455,5 +457,5 @@ class LocalSandboxCheck:
         bwrap = list(_bwrap_findings())
         yield from bwrap
         if all(f.ok for f in bwrap):
-            yield from _sandbox_findings()
+            yield from _sandbox_findings(self.sandbox())
         yield from _uv_findings()

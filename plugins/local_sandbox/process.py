@@ -21,7 +21,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import IO
 
 import attrs
@@ -29,6 +29,7 @@ import attrs
 # Kept here under its old name too: the local sandbox's modules import it from this one.
 from sandboxed_coding_agent.core.output import BoundedOutput as BoundedOutput
 
+from .kill import kill_if
 from .start import Launch, started
 
 
@@ -62,29 +63,6 @@ def _read_status(stream: IO[bytes], status: dict[str, int]) -> None:
             continue
         if isinstance(message, dict):
             status.update({k: v for k, v in message.items() if isinstance(v, int)})
-
-
-def kill_if(pid: int, meant: Callable[[int], bool]) -> None:
-    """SIGKILL ``pid`` if ``meant(pid)``, never a process that took its PID in the meantime.
-
-    The pidfd is opened before the check: if the process it names is gone by
-    the time of the signal, the signal goes nowhere.
-    """
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    except (AttributeError, OSError):  # no pidfds (Linux before 5.3): check, then kill
-        if meant(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        return
-    try:
-        if meant(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-    finally:
-        os.close(pidfd)
 
 
 def _parent_of(pid: int) -> int | None:

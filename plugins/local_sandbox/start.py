@@ -85,16 +85,13 @@ import stat
 import subprocess
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import attrs
 
 from sandboxed_coding_agent.core.errors import SandboxError
 
+from .cgroups import SandboxGroups
 from .user import SandboxUser
-
-if TYPE_CHECKING:  # cgroups imports process, which imports this module
-    from .cgroups import SandboxGroups
 
 #: The gate. Its arguments: the files it writes ``0`` into to join each group, ``--``, the
 #: command it becomes once released. ``placed`` on its error output tells the agent it has
