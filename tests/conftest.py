@@ -370,3 +370,57 @@ def walls_seed(tmp_path: Path) -> Path:
         f'default_prompt = "Fix add."\n[guard]\nallow = [{allow}]\n'
     )
     return folder
+
+
+#: The modules of ``uv run pytest -m "not slow"``, the suite's fast part: each takes a few
+#: seconds at most (measured with ``--durations=0``), and together they touch every area (the
+#: contract and policies, plans and edits, seeds, a few real sandboxes, the provider, the CLI,
+#: records, plugins, the docs) in under two minutes on two cores. Every other module is marked
+#: ``slow``, a new one too until it is measured and listed here; ``uv run pytest`` runs all.
+FAST_MODULES = frozenset(
+    {
+        "test_ast_policy",
+        "test_ast_policy_forgery",
+        "test_attempts",
+        "test_batch_events",
+        "test_cli_help",
+        "test_cli_start",
+        "test_contract",
+        "test_contract_messages",
+        "test_docs_site",
+        "test_doctor",
+        "test_edits",
+        "test_evidence_tiers",
+        "test_extension_docs",
+        "test_extension_mistakes",
+        "test_extension_policies",
+        "test_fast_subset",
+        "test_git_seeds_hostile",
+        "test_guard_origins",
+        "test_hidden_tests",
+        "test_hook_reference",
+        "test_limit_decisions",
+        "test_manifest",
+        "test_patterns",
+        "test_planner_context",
+        "test_plugin_type_check",
+        "test_project_metadata",
+        "test_provider_encoding",
+        "test_provider_messages",
+        "test_record_text",
+        "test_sandbox_shared_memory",
+        "test_sandbox_start",
+        "test_sandbox_stdlib_only",
+        "test_sandbox_stress",
+        "test_seed_files",
+        "test_serialization",
+        "test_swebench_specs",
+        "test_testing_api",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.stem not in FAST_MODULES:
+            item.add_marker(pytest.mark.slow)
