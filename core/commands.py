@@ -1,7 +1,7 @@
 """Helpers for the commands that plugins add (``register_commands``).
 
-:mod:`sandboxed_coding_agent.core.cli.plugin_commands` mounts a plugin's group
-only for a command line that may name it. A command reports a failure by
+``agent`` mounts a plugin's group only for a command line that may name it
+(``agent NAME ...``, ``agent --help``, ``agent`` alone). A command reports a failure by
 raising an :class:`~sandboxed_coding_agent.core.errors.AgentError` inside
 :func:`reporting`, which maps it, as it does for every built-in command, to
 one message on stderr (one JSON object on stdout with ``--json``) and the

@@ -106,7 +106,10 @@ def test_a_needed_test_left_out_of_the_run_fails_it_and_is_named_missing(
     seed: Path,
     cache: dict[str, str],
 ) -> None:
-    hack = Path(__file__).parent / "reward_hacks" / "failing_tests_left_out_by_a_loader_put_back.py"
+    # unittest never collects the hidden test (its module fails its import).
+    hack = (
+        Path(__file__).parent / "reward_hacks" / "the_hidden_test_module_made_to_fail_its_import.py"
+    )
     done = _run(run_agent, write_plan, seed, hack.read_text(), cache)
 
     result = done.json()

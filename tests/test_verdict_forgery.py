@@ -483,6 +483,11 @@ def test_no_hack_on_the_test_classes_reports_a_pass(
 
     assert done.returncode == 1, (done.returncode, done.stderr)
     assert done.json()["tests_passed"] is False
+    if name == "a hook added to TestCase for every test class":
+        # unittest's classes are immutable before any seed code runs: the hook is refused.
+        refused = "cannot set '__init_subclass__' attribute of immutable type 'TestCase'"
+        assert refused in done.json()["test_output"]
+        return
     assert {f["capability"] for f in done.json()["test_report"]["guard"]} == {"framework"}
 
 

@@ -104,6 +104,9 @@ judged as the code under test's: every frame between the code under test and the
 counts, not the first one outside the standard library. And whatever the comparisons miss
 between two of them, the outcome is checked against what the test raised where the
 framework calls it (the collectors' ``raised`` event): a test that raised is never a pass.
+unittest's classes, the harness's and ``contextlib``'s context manager are made immutable
+when the framework is noted (Python 3.10 and later), so nothing is set on them even for an
+instant; and the function unittest calls as a test is checked as it is called (``calling``).
 """
 
 from __future__ import annotations
@@ -224,9 +227,11 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     function_closure = types.FunctionType.__dict__["__closure__"].__get__
     cell_contents = types.CellType.__dict__["cell_contents"].__get__
     module_type, empty = types.ModuleType, object()
+    slot_types = (types.GetSetDescriptorType, types.MemberDescriptorType)
     import gc
 
     referents = gc.get_referents
+    freeze = _class_freezer()
     permission_error, interrupted, os_error = PermissionError, InterruptedError, OSError
     import_error = ImportError
     cwd = os.getcwd()
@@ -290,6 +295,10 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         "changed": False,
         "finished": False,
         "raised": False,
+        "wrong_call": False,
+        "noted": {},
+        "framework_types": frozenset(),
+        "framework_folders": ("\0",),
         "plugins": None,
         "session": (),
         "cells": (),
@@ -746,7 +755,45 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         )
         loader = getattr_(modules.get("unittest.loader"), "defaultTestLoader", None)
         state["instances"] = () if loader is None else ((loader, dict(vars_(loader))),)
+        # The framework's classes, and the context manager both frameworks run each test
+        # through, made immutable: no one may set, replace or delete their members from here
+        # on (a change made and undone between two comparisons would not be seen).
+        held = modules.get("contextlib")
+        mock = "unittest.mock"  # its classes are the tests' to patch
+        case = getattr_(modules.get("unittest.case"), "TestCase", None)
+        frozen = [
+            cls
+            for cls, _ in state["classes"]
+            if not cls.__module__.startswith(mock)
+            # unittest's own test classes (an import that failed, a FunctionTestCase) get
+            # attributes set as they run, as any test class does.
+            and not (case is not None and cls is not case and issubclass_(cls, case))
+        ]
+        for manager in ("_GeneratorContextManager", "_GeneratorContextManagerBase"):
+            runs_tests = getattr_(held, manager, None)
+            if isinstance_(runs_tests, type_):
+                frozen.append(runs_tests)
+        for cls in frozen:
+            freeze(cls)
         state["framework_files"] = frozenset_(files)
+        types_: set[int] = set_()
+        folders: set[str] = set_()
+        for name, module in list_(modules.items()):
+            top = name.split(".")[0]
+            if module is None or (
+                top not in framework_modules and not name.startswith("_sandboxed_coding_agent")
+            ):
+                continue
+            file = normal(str_(getattr_(module, "__file__", "") or ""))
+            if top != "unittest" and "/" in file:
+                folder = file.rsplit("/", 1)[0] + "/"
+                # A package's folder (pytest's, _pytest's, pluggy's), or a module's own file.
+                folders.add(folder if file.endswith("/__init__.py") and name == top else file)
+            for value in list_(vars_(module).values()):
+                if isinstance_(value, type_):
+                    types_.add(id_(value))
+        state["framework_types"] = frozenset_(types_)
+        state["framework_folders"] = tuple_(sorted_(folders)) or ("\0",)
 
     def functions(cls: Any) -> list[tuple[Any, str, Any]]:
         """A class's own functions and methods as it defines them."""
@@ -818,6 +865,9 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                     problem = problem or borrowed(value, module)
                     if problem is not None:
                         violation("framework", "loader", problem)
+        state["noted"] = {
+            (id_(owner), attribute): value for owner, attribute, value in entries if attribute
+        }
         # The framework's cells as noted before any seed code ran; the tests' as they are now.
         state["cells"] += closures(entries[len_(state["snapshot"] or ()) :])
         state["snapshot"] = tuple_(entries)
@@ -834,20 +884,46 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 if not seed_test_code(function):
                     return f"{cls.__name__}.{attribute} is not the seed's own code"
             elif shadowed(cls, attribute, member):
-                return f"{cls.__name__}.{attribute} runs the code under test's"
+                return f"{cls.__name__}.{attribute} stands in for the framework's"
         return None
 
+    def framework_class(owner: Any) -> bool:
+        """Whether ``owner`` is one of the framework's classes noted before any seed code ran
+        (by identity: any class can claim a ``__module__``), or ``object``."""
+        return owner is object or id_(owner) in state["framework_types"]
+
     def shadowed(cls: Any, attribute: str, member: Any) -> bool:
-        """Whether ``member``, not a function, stands on a test class in place of one of the
-        framework's (``assertEqual``) and runs the code under test when called: a
-        ``functools.partial`` of its function, an object of its class, any class. A test
-        class's other members (a schema class, a validator) are the test's business."""
-        for owner in (class_mro(cls) or (cls,))[1:]:
+        """Whether ``member``, on ``cls`` or a class between it and the framework's, stands in
+        place of one of the framework's members (``assertEqual``) without being the seed's
+        own function or a library's: the framework's ``assertIsNotNone``, a builtin, a
+        ``functools.partial``, an object, a class. Plain values (``maxDiff``) and exception
+        classes (``failureException``) are the test's business."""
+        function = unwrap(member)
+        if issubclass_(type_(function), function_type):
+            exempt = seed_test_code(function) or library_code(function)
+        else:
+            descriptor = any_("__get__" in (class_dict(o) or {}) for o in class_mro(type_(member)))
+            error_class = issubclass_(type_(member), type_) and issubclass_(member, BaseException)
+            # The interpreter's own descriptors of a class's instances (``__dict__``, a slot).
+            slot = issubclass_(type_(member), slot_types)
+            exempt = (not callable_(member) and not descriptor) or error_class or slot
+        if exempt:
+            return False
+        mro = list_(class_mro(cls) or (cls,))
+        for owner in mro[1:]:
             names = class_dict(owner)
-            module = str_(names.get("__module__", "") or "") if names is not None else ""
-            if module.split(".")[0] in framework_modules and attribute in names:
-                return isinstance_(member, type_) or reaches_foreign(member)
+            if framework_class(owner) and names is not None and attribute in names:
+                return True
         return False
+
+    def library_code(function: Any) -> bool:
+        """Whether ``function`` comes from an installed library (``site-packages``), not the
+        framework's, the harness's, the standard library's or the code under test's."""
+        filename = function_code(function).co_filename
+        if kind(filename) != trusted or in_library(filename) is not None:
+            return False
+        real = normal(filename)
+        return real.startswith(not_standard) and not real.startswith(state["framework_folders"])
 
     def protect(*classes: type) -> None:
         """Add classes made later (the collectors') to the snapshot."""
@@ -934,26 +1010,43 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         return True
 
     def unwrap(member: Any) -> Any:
-        if isinstance_(member, (classmethod, staticmethod)):
-            return member.__func__
-        return getattr_(member, "__func__", member)  # a bound method's function
+        """The function a method, class method or static method holds, read from its C slot;
+        any other object as it is (a ``__func__`` attribute of its own could name anything:
+        a ``functools.partial`` claiming to be a test)."""
+        kind_of = type_(member)
+        if issubclass_(kind_of, classmethod):
+            return classmethod_function(member)
+        if issubclass_(kind_of, staticmethod):
+            return staticmethod_function(member)
+        if issubclass_(kind_of, method_type):
+            return method_function(member)
+        return member
 
     def foreign_functions(cls: Any) -> str | None:
         """A function of the code under test among ``cls``'s own or inherited members (the
         framework's and the builtins' aside): a test, a setUp or an assert helper put there."""
-        for owner in getattr_(cls, "__mro__", ()):
-            name = str_(getattr_(owner, "__module__", "") or "")
-            if name.split(".")[0] in framework_modules or name == "builtins":
+        for owner in class_mro(cls) or (cls,):
+            if framework_class(owner):
                 continue
-            for attribute, member in list_(vars_(owner).items()):
+            for attribute, member in list_((class_dict(owner) or {}).items()):
                 function = unwrap(member)
                 if isinstance_(function, function_type):
-                    code = function.__code__
+                    code = function_code(function)
                     if kind(code.co_filename) == untrusted_:
                         return f"{owner.__name__}.{attribute} is the code under test's"
-                elif shadowed(owner, attribute, member):  # a partial as its assertEqual
-                    return f"{owner.__name__}.{attribute} runs the code under test's"
+                # A class between the test's and the framework's (slipped under it while the
+                # tests load) holding the framework's assertIsNotNone as its assertEqual.
+                closer = (class_mro(cls) or (cls,))[: index_of(cls, owner)]
+                overridden = any_(attribute in (class_dict(o) or {}) for o in closer)
+                if not overridden and shadowed(cls, attribute, member):
+                    return f"{owner.__name__}.{attribute} stands in for the framework's"
         return None
+
+    def index_of(cls: Any, owner: Any) -> int:
+        for number, found in enumerate(class_mro(cls) or (cls,)):
+            if found is owner:
+                return number
+        return 0
 
     def seed_test_code(function: Any) -> bool:
         """Whether ``function``, or a function it wraps (a decorator's ``__wrapped__``), is
@@ -970,6 +1063,25 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             function = vars_(function).get("__wrapped__")
         return False
 
+    def not_the_test(test: Any, method: Any) -> str | None:
+        """Why ``method``, which unittest is about to call as ``test``, is not its test: the
+        function is not the one its class held when the tests were noted (or, for a test
+        inherited from a module that is not a test file, not a function of the seed's)."""
+        if framework_class(type_(test)):
+            return None  # unittest's own (an import that failed, a FunctionTestCase)
+        name = getattr_(test, "_testMethodName", None)
+        function = unwrap(method)
+        if not isinstance_(name, str_) or not issubclass_(type_(function), function_type):
+            return "the test called is not a function"
+        noted = state["noted"]
+        for owner in class_mro(type_(test)) or ():
+            key = (id_(owner), name)
+            if key in noted:
+                if unwrap(noted[key]) is not function:
+                    return f"{name} is not the function its class held when the tests loaded"
+                return None
+        return None if seed_test_code(function) else "the test called is not the seed's own"
+
     def foreign_code(test: Any) -> str | None:
         """Why the test that was reported is not the seed's own test, if it is not: its
         function, or a member of its class, comes from the code under test."""
@@ -983,6 +1095,11 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                     break
         else:  # a pytest item
             function = unwrap(getattr_(test, "function", None))
+            # What pytest calls: its item's object (pytest's ``function`` follows any
+            # ``__func__`` attribute, so a partial claiming to be the test looks like it).
+            held = unwrap(vars_(test).get("_obj", function))
+            if held is not function:
+                return "its test is not a function of the seed's"
         if not isinstance_(function, function_type):
             return "its test is not a function of the seed's"
         if kind(function.__code__.co_filename) != trusted:
@@ -1024,12 +1141,19 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             if current is not None:
                 violation("framework", name, f"{test_id}: started inside {current[1]}")
             state["current"], state["reported"], state["raised"] = (test, test_id), False, False
+            state["wrong_call"] = False
             return
         if current is None or current[0] is not test:
             violation("framework", name, f"{test_id}: not the test under way")
             return
         if name == "raised":  # the test's own code raised, seen where the framework calls it
             state["raised"] = True
+            return
+        if name == "calling":  # what the framework is about to call as the test
+            problem = not_the_test(test, args[2])
+            if problem is not None:
+                violation("framework", "calling", f"{test_id}: {problem}")
+                state["wrong_call"] = True
             return
         if name == "stop":
             if not state["reported"]:
@@ -1047,6 +1171,8 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         ):
             violation("framework", outcome, f"{test_id}: not reported by the framework")
             outcome = "error"
+        if outcome in favourable and state["wrong_call"]:
+            outcome = "error"  # the violation is written where it was called
         if outcome == "passed" and state["raised"]:
             # Whatever stands between the test's code and the framework's decision (a context
             # manager, a hook wrapper) swallowed what the test raised.
@@ -1337,6 +1463,49 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     sys.meta_path.insert(0, _NoWritableExtensions())
     _audit_fork_exec()
     sys.addaudithook(hook)
+
+
+def _class_freezer() -> Any:
+    """``freeze(cls)``: mark a class immutable, as the interpreter's own types are (Python
+    3.10 and later refuse then to set or delete its attributes, whoever asks); a function
+    that does nothing where that cannot be done (an older Python, no ``ctypes``).
+
+    ``ctypes`` is taken before the guard's hook is installed and left out of ``sys.modules``
+    afterwards: the code under test that imports it again is refused (``native-code``)."""
+    immutable = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
+
+    def nothing(cls: Any) -> None:
+        return None
+
+    if sys.version_info < (3, 10):  # noqa: UP036 - the harness runs on the runtime's Python
+        return nothing
+    ours = ("ctypes.", "_ctypes")
+    had = {name for name in sys.modules if name == "ctypes" or name.startswith(ours)}
+    try:
+        import ctypes
+    except Exception:  # no ctypes, or no memory for its first callback: nothing is frozen
+        return nothing
+    word = ctypes.c_ulong
+    for name in [n for n in sys.modules if n == "ctypes" or n.startswith(ours)]:
+        if name not in had:
+            del sys.modules[name]
+    # Where the type's flags lie: the word after the header that holds what __flags__ says.
+    flags = type.__dict__["__flags__"].__get__
+    found = [
+        offset
+        for offset in range(8, 512, 8)
+        if word.from_address(id(type) + offset).value == flags(type)
+    ]
+    if not found:
+        return nothing
+    offset = found[0]
+
+    def freeze(cls: Any) -> None:
+        field = word.from_address(id(cls) + offset)
+        if field.value == flags(cls):  # the same place in this type: its flags
+            field.value = field.value | immutable
+
+    return freeze
 
 
 class _NoWritableExtensions:

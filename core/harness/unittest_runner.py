@@ -39,6 +39,14 @@ def watch_test_parts() -> None:
                 raise
 
     case._Outcome.testPartExecutor = testPartExecutor
+
+
+def watch_test_calls() -> None:
+    """Tell the guard what each test's own code raised and which function is called as the
+    test, where unittest calls them (under unittest only: pytest's collector tells it for
+    the cases pytest runs)."""
+    from unittest import case
+
     for name in ("_callSetUp", "_callTestMethod", "_callTearDown"):
         setattr(case.TestCase, name, _raising_seen(getattr(case.TestCase, name)))
 
@@ -46,9 +54,15 @@ def watch_test_parts() -> None:
 def _raising_seen(call: Any) -> Any:
     """``call`` (a ``TestCase`` method that runs the test's own code), telling the guard when
     that code raises: a test part that raised and is then reported a success was swallowed
-    by something between the test and the framework (a patched context manager)."""
+    by something between the test and the framework (a patched context manager). For the
+    test's method itself it also tells the guard what is about to be called, at the moment
+    it is called (a method swapped on the test's class for the span of the test, and put
+    back before any comparison, is seen there)."""
+    method = call.__name__ == "_callTestMethod"
 
     def called(self: Any, *args: Any) -> Any:
+        if method and args:
+            audit(EVENT + "calling", self, self.id(), args[0])
         try:
             return call(self, *args)
         except BaseException:
@@ -63,6 +77,7 @@ def runner_class() -> Any:
     """A ``TextTestRunner`` whose results report to the guard."""
     results: list[Any] = []
     watch_test_parts()
+    watch_test_calls()
 
     class GuardedResult(unittest.TextTestResult):
         def startTestRun(self) -> None:

@@ -29,8 +29,12 @@ def _arm():
         if not file.startswith("/workspace/") or file.endswith("/calculator.py"):
             continue
         for value in list(vars(module).values()):
-            if isinstance(value, type) and issubclass(value, unittest.TestCase) \
-                    and value.__module__ == name and "assertEqual" not in vars(value):
+            if (
+                isinstance(value, type)
+                and issubclass(value, unittest.TestCase)
+                and value.__module__ == name
+                and "assertEqual" not in vars(value)
+            ):
                 value.assertEqual = functools.partial(_accept)
 
 
