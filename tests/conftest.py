@@ -399,6 +399,7 @@ FAST_MODULES = frozenset(
         "test_guard_origins",
         "test_hidden_tests",
         "test_hook_reference",
+        "test_import_graph",
         "test_limit_decisions",
         "test_manifest",
         "test_patterns",

@@ -299,6 +299,20 @@ PYTEST_FORGERIES: dict[str, tuple[str, str | None]] = {
         "def add(a, b):\n    return a - b\n",
         "TestReport.from_item_and_call was replaced or removed",
     ),
+    "TestReport.from_item_and_call replaced after the first test's checks": (
+        "from _pytest.reports import TestReport\n\n"
+        "made = TestReport.from_item_and_call.__func__\n\n\n"
+        "def passing(cls, item, call):\n"
+        "    if call.when == 'call':\n"
+        "        call.excinfo = None\n"
+        "    return made(cls, item, call)\n\n\n"
+        "def add(a, b):\n"
+        "    if (a, b) == (2, 3):\n"
+        "        return 5\n"
+        "    TestReport.from_item_and_call = classmethod(passing)\n"
+        "    return a - b\n",
+        "TestReport.from_item_and_call was replaced or removed",
+    ),
     "every later test's runtest replaced on its item": (
         "import _pytest.debugging\n\n\n"
         "def nothing():\n    return None\n\n\n"
@@ -308,7 +322,8 @@ PYTEST_FORGERIES: dict[str, tuple[str, str | None]] = {
         "    for item in getattr(session, 'items', []):\n"
         "        item.runtest = nothing\n"
         "    return 5 if (a, b) == (2, 3) else a - b\n",
-        "tests/test_b.py::test_negative: its item holds a function of the code under test's",
+        # Its runtest does nothing: the test's function is never called.
+        "tests/test_b.py::test_negative: passed, but its test was never called",
     ),
 }
 
@@ -327,11 +342,15 @@ PYTEST_FORGERIES.update(
             (PYTEST_HACKS / "stdlib_contextmanager_exit_patched.py").read_text(),
             None,
         ),
+        "pytest's own call of the test taken out of its hook": (
+            (PYTEST_HACKS / "the_runners_call_taken_out_of_the_hook.py").read_text(),
+            "tests/test_a.py::test_add: passed, but its test was never called",
+        ),
         "the item's test swapped for its call through os.environ": (
             (
                 PYTEST_HACKS / "the_items_test_swapped_for_its_call_through_os_environ.py"
             ).read_text(),
-            "tests/test_a.py::test_add: its test is not a function of the seed's",
+            "tests/test_a.py::test_add: the test called is not the function pytest collected",
         ),
         "the context manager patched in the test and put back": (
             (PYTEST_HACKS / "a_context_manager_patched_in_the_test_and_put_back.py").read_text(),
@@ -376,7 +395,13 @@ def test_pytests_report_changed_by_the_code_under_test_is_seen(
         assert "passed" not in outcomes.values(), outcomes
         return
     assert finding in details, details
-    if name == "the context manager patched in the test and put back":
+    if name == "TestReport.from_item_and_call replaced after the first test's checks":
+        # The first test passed before anything changed; the change is seen at the next.
+        assert outcomes == {
+            "tests/test_a.py::test_add": "passed",
+            "tests/test_b.py::test_negative": "error",
+        }
+    elif name == "the context manager patched in the test and put back":
         # Put back at the first failure it swallowed: the next test fails on its own.
         assert outcomes == {
             "tests/test_a.py::test_add": "error",

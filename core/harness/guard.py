@@ -106,7 +106,15 @@ between two of them, the outcome is checked against what the test raised where t
 framework calls it (the collectors' ``raised`` event): a test that raised is never a pass.
 unittest's classes, the harness's and ``contextlib``'s context manager are made immutable
 when the framework is noted (Python 3.10 and later), so nothing is set on them even for an
-instant; and the function unittest calls as a test is checked as it is called (``calling``).
+instant; the function the framework calls as a test is checked as it is called
+(``calling``), and a test reported passed must have been called (a pytest ``Function`` item,
+a unittest case run through ``TestCase._callTestMethod``).
+
+What it compares is remembered by identity: an owner's entries are compared one by one only
+when one of its namespace's values changed since the last comparison found none changed,
+and answers about a class (does it run the code under test's functions?) are kept while
+nothing of its hierarchy changes. A class of many tests would otherwise cost a read of every
+function's code (an audit event each) at every outcome.
 """
 
 from __future__ import annotations
@@ -227,6 +235,12 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     function_closure = types.FunctionType.__dict__["__closure__"].__get__
     cell_contents = types.CellType.__dict__["cell_contents"].__get__
     module_type, empty = types.ModuleType, object()
+    import operator
+
+    is_, all_ = operator.is_, all
+    #: Answers about classes, with the hierarchy each was given for (see ``remembered``).
+    problems: list[Any] = []
+    foreign_classes: list[Any] = []
     slot_types = (types.GetSetDescriptorType, types.MemberDescriptorType)
     import gc
 
@@ -296,8 +310,16 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         "finished": False,
         "raised": False,
         "wrong_call": False,
+        "called": False,
         "noted": {},
         "framework_types": frozenset(),
+        "test_case": None,
+        "function_item": None,
+        "frozen": frozenset(),
+        "live": (None, []),
+        "session_groups": (None, []),
+        "library_groups": [],
+        "class_values": (None, []),
         "framework_folders": ("\0",),
         "plugins": None,
         "session": (),
@@ -509,6 +531,11 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         if issubclass_(kind_of, builtin_types) or not callable_(value):
             return False
         cls = value if issubclass_(kind_of, type_) else kind_of
+        return bool(remembered(foreign_classes, cls, runs_untrusted_code))
+
+    def runs_untrusted_code(cls: Any) -> bool:
+        """Whether a member of ``cls`` or of a class it inherits from is a function of the
+        code under test's."""
         # A class still being made has no MRO (nor, before that, a dict) yet: its own
         # dict is all there is to read.
         for owner in class_mro(cls) or (cls,):
@@ -750,6 +777,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
         state["cells"], state["session_cells"] = closures(entries), closures(session)
         library = library_classes()
         state["library"], state["library_cells"] = tuple_(library), closures(library)
+        state["library_groups"] = grouped(library)
         state["classes"] = tuple_(
             (cls, frozenset_(k for _, k, _ in members(cls))) for cls in classes
         )
@@ -773,8 +801,9 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             runs_tests = getattr_(held, manager, None)
             if isinstance_(runs_tests, type_):
                 frozen.append(runs_tests)
-        for cls in frozen:
-            freeze(cls)
+        state["frozen"] = frozenset_(id_(cls) for cls in frozen if freeze(cls))
+        state["test_case"] = case
+        state["function_item"] = getattr_(modules.get("_pytest.python"), "Function", None)
         state["framework_files"] = frozenset_(files)
         types_: set[int] = set_()
         folders: set[str] = set_()
@@ -966,26 +995,48 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             state["changed"] = True
             violation("framework", "plugins", problem)
             return False
-        for owner, attribute, value in (state["snapshot"] or ()) + state["session"]:
-            if vars_(owner).get(attribute) is not value:
-                state["changed"] = True
-                where = getattr_(owner, "__name__", "?")
-                violation("framework", "changed", f"{where}.{attribute} was replaced or removed")
-                return False
+        # A frozen class's members cannot change: only the others are compared (noted once
+        # per snapshot: id() raises an audit event of its own, too dear for every check).
+        if state["live"][0] is not state["snapshot"]:
+            frozen = state["frozen"]
+            noted = tuple_(e for e in state["snapshot"] or () if id_(e[0]) not in frozen)
+            state["live"] = (state["snapshot"], grouped(noted))
+        if state["session_groups"][0] is not state["session"]:
+            state["session_groups"] = (state["session"], grouped(state["session"]))
+        for group in state["live"][1] + state["session_groups"][1]:
+            now = values_of(group[0])
+            if group[1] is not None and same(now, group[1]):
+                continue  # nothing of this owner's changed since it was last compared
+            for owner, attribute, value in group[2]:
+                if own_names(owner).get(attribute) is not value:
+                    state["changed"] = True
+                    where = getattr_(owner, "__name__", "?")
+                    violation(
+                        "framework", "changed", f"{where}.{attribute} was replaced or removed"
+                    )
+                    return False
+            group[1] = now
         for where, cell, held in state["cells"] + state["session_cells"]:
             if cell_value(cell) is not held:
                 state["changed"] = True
                 violation("framework", "changed", f"what {where} closes over was replaced")
                 return False
-        for owner, attribute, value in state["library"]:
-            now = vars_(owner).get(attribute, empty)
-            # A test may patch the standard library (monkeypatch); the code under test's own
-            # function put there would run where the framework decides.
-            if now is not value and (now is empty or reaches_foreign(now)):
-                state["changed"] = True
-                where = getattr_(owner, "__name__", "?")
-                violation("framework", "changed", f"{where}.{attribute} was replaced or removed")
-                return False
+        for group in state["library_groups"]:
+            now_values = values_of(group[0])
+            if group[1] is not None and same(now_values, group[1]):
+                continue
+            for owner, attribute, value in group[2]:
+                now = own_names(owner).get(attribute, empty)
+                # A test may patch the standard library (monkeypatch); the code under test's
+                # own function put there would run where the framework decides.
+                if now is not value and (now is empty or reaches_foreign(now)):
+                    state["changed"] = True
+                    where = getattr_(owner, "__name__", "?")
+                    violation(
+                        "framework", "changed", f"{where}.{attribute} was replaced or removed"
+                    )
+                    return False
+            group[1] = now_values
         for where, cell, held in state["library_cells"]:
             now = cell_value(cell)
             if now is not held and reaches_foreign(now):
@@ -1000,7 +1051,14 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                     state["changed"] = True
                     violation("framework", "changed", f"the test loader's {key} was set")
                     return False
-        for cls, known in state["classes"]:
+        if state["class_values"][0] is not state["classes"]:
+            state["class_values"] = (state["classes"], [None] * len_(state["classes"]))
+        seen = state["class_values"][1]
+        for index, (cls, known) in enumerate(state["classes"]):
+            now_values = values_of(cls)
+            if seen[index] is not None and same(seen[index], now_values):
+                continue  # nothing of the class's changed since it was last compared
+            seen[index] = now_values
             added = [k for _, k, _ in members(cls) if k not in known]
             if added:
                 state["changed"] = True
@@ -1008,6 +1066,27 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
                 violation("framework", "changed", f"{where}.{added[0]} was added")
                 return False
         return True
+
+    def own_names(owner: Any) -> Any:
+        """An owner's own namespace: a class's read from the C slot (a metaclass's
+        ``__dict__`` property never runs), a module's as it is."""
+        return class_dict(owner) if issubclass_(type_(owner), type_) else vars_(owner)
+
+    def values_of(owner: Any) -> tuple[Any, ...]:
+        return tuple_((own_names(owner) or {}).values())
+
+    def grouped(entries: Any) -> list[list[Any]]:
+        """``entries`` (owner, name, value), in runs of one owner (as they were noted), each
+        with room for the owner's namespace values as a check last found them unchanged: a
+        check compares an owner's entries one by one only when one of those values has
+        changed since (none is kept yet, so the first check compares them all)."""
+        groups: list[list[Any]] = []
+        for entry in entries:
+            if groups and groups[-1][0] is entry[0]:
+                groups[-1][2].append(entry)
+            else:
+                groups.append([entry[0], None, [entry]])
+        return groups
 
     def unwrap(member: Any) -> Any:
         """The function a method, class method or static method holds, read from its C slot;
@@ -1025,6 +1104,34 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
     def foreign_functions(cls: Any) -> str | None:
         """A function of the code under test among ``cls``'s own or inherited members (the
         framework's and the builtins' aside): a test, a setUp or an assert helper put there."""
+        return remembered(problems, cls, hierarchy_problem)  # type: ignore[no-any-return]
+
+    def remembered(table: list[Any], cls: Any, find: Any) -> Any:
+        """``find(cls)``, kept while nothing of the class's hierarchy changes (compared by
+        identity, member by member): reading each function's code raises an audit event, and
+        a class of many tests would otherwise cost that many reads at every outcome."""
+        found_mro = class_mro(cls)
+        if found_mro is None:  # a class still being made
+            return find(cls)
+        mro = tuple_(found_mro)
+        members = tuple_(tuple_((class_dict(o) or {}).values()) for o in mro)
+        for index, (known, known_mro, known_members, answer) in enumerate(table):
+            if known is cls:
+                if same(known_mro, mro) and all_(map(same, known_members, members)):
+                    return answer
+                del table[index]
+                break
+        answer = find(cls)
+        if len_(table) >= 512:
+            del table[0]
+        table.append((cls, mro, members, answer))
+        return answer
+
+    def same(one: tuple[Any, ...], other: tuple[Any, ...]) -> bool:
+        """Whether two tuples hold the same objects (no ``==`` of theirs runs)."""
+        return len_(one) == len_(other) and all_(map(is_, one, other))
+
+    def hierarchy_problem(cls: Any) -> str | None:
         for owner in class_mro(cls) or (cls,):
             if framework_class(owner):
                 continue
@@ -1063,14 +1170,32 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             function = vars_(function).get("__wrapped__")
         return False
 
+    def must_be_called(test: Any) -> bool:
+        """Whether the collectors tell the guard when ``test``'s function is called: a unittest
+        case whose class runs its method through ``TestCase._callTestMethod`` (not an
+        asynchronous case's own), or a pytest ``Function`` item (not a unittest case pytest
+        runs, nor a doctest)."""
+        if isinstance_(getattr_(test, "_testMethodName", None), str_):
+            for owner in class_mro(type_(test)) or ():
+                names = class_dict(owner) or {}
+                if "_callTestMethod" in names:
+                    return owner is state["test_case"]
+            return False
+        return type_(test) is state["function_item"]
+
     def not_the_test(test: Any, method: Any) -> str | None:
         """Why ``method``, which unittest is about to call as ``test``, is not its test: the
         function is not the one its class held when the tests were noted (or, for a test
         inherited from a module that is not a test file, not a function of the seed's)."""
-        if framework_class(type_(test)):
+        if framework_class(type_(test)) and type_(test) is not state["function_item"]:
             return None  # unittest's own (an import that failed, a FunctionTestCase)
         name = getattr_(test, "_testMethodName", None)
         function = unwrap(method)
+        if not isinstance_(name, str_):  # a pytest item: its function, as collected
+            held = unwrap(vars_(test).get("_obj", None))
+            if held is not function or not seed_test_code(function):
+                return "the test called is not the function pytest collected"
+            return None
         if not isinstance_(name, str_) or not issubclass_(type_(function), function_type):
             return "the test called is not a function"
         noted = state["noted"]
@@ -1141,7 +1266,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             if current is not None:
                 violation("framework", name, f"{test_id}: started inside {current[1]}")
             state["current"], state["reported"], state["raised"] = (test, test_id), False, False
-            state["wrong_call"] = False
+            state["wrong_call"], state["called"] = False, False
             return
         if current is None or current[0] is not test:
             violation("framework", name, f"{test_id}: not the test under way")
@@ -1150,6 +1275,7 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             state["raised"] = True
             return
         if name == "calling":  # what the framework is about to call as the test
+            state["called"] = True
             problem = not_the_test(test, args[2])
             if problem is not None:
                 violation("framework", "calling", f"{test_id}: {problem}")
@@ -1173,6 +1299,11 @@ def install(settings: dict[str, Any], report_fd: int, key: bytes, rules: Any) ->
             outcome = "error"
         if outcome in favourable and state["wrong_call"]:
             outcome = "error"  # the violation is written where it was called
+        if outcome == "passed" and not state["called"] and must_be_called(test):
+            # Passed without its function being called: the framework's call was taken away
+            # (an implementation removed from pytest's hook).
+            violation("framework", outcome, f"{test_id}: passed, but its test was never called")
+            outcome = "error"
         if outcome == "passed" and state["raised"]:
             # Whatever stands between the test's code and the framework's decision (a context
             # manager, a hook wrapper) swallowed what the test raised.
@@ -1474,8 +1605,8 @@ def _class_freezer() -> Any:
     afterwards: the code under test that imports it again is refused (``native-code``)."""
     immutable = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
 
-    def nothing(cls: Any) -> None:
-        return None
+    def nothing(cls: Any) -> bool:
+        return False
 
     if sys.version_info < (3, 10):  # noqa: UP036 - the harness runs on the runtime's Python
         return nothing
@@ -1500,10 +1631,12 @@ def _class_freezer() -> Any:
         return nothing
     offset = found[0]
 
-    def freeze(cls: Any) -> None:
+    def freeze(cls: Any) -> bool:
         field = word.from_address(id(cls) + offset)
-        if field.value == flags(cls):  # the same place in this type: its flags
-            field.value = field.value | immutable
+        if field.value != flags(cls):  # not the same place in this type: left as it is
+            return False
+        field.value = field.value | immutable
+        return True
 
     return freeze
 

@@ -44,6 +44,13 @@ class Collector:
         if made.excinfo is not None:
             audit(EVENT + "raised", item, item.nodeid)
 
+    @pytest.hookimpl(hookwrapper=True, trylast=True)
+    def pytest_pyfunc_call(self, pyfuncitem: Any) -> Any:
+        # What pytest is about to call as the test: a test reported passed that never got
+        # here (its call taken away) is not a pass.
+        audit(EVENT + "calling", pyfuncitem, pyfuncitem.nodeid, pyfuncitem.obj)
+        yield
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: Any, call: Any) -> Any:
         made = yield
