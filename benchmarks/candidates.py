@@ -30,8 +30,8 @@ from typing import Any
 
 import attrs
 
-from sandboxed_coding_agent.core import orchestrator
 from sandboxed_coding_agent.core.model import PatchFile, PatchPlan, PlannerResult, PlanRequest
+from sandboxed_coding_agent.core.runs import orchestrator
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
 

@@ -30,9 +30,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sandboxed_coding_agent.core.manifest import load_seed
 from sandboxed_coding_agent.core.model import SandboxJob, SeedProject
-from sandboxed_coding_agent.core.verdict import harness_for, verified
+from sandboxed_coding_agent.core.seeds.manifest import load_seed
+from sandboxed_coding_agent.core.verdicts.verdict import harness_for, verified
 from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
 
 CODE = "def add(left, right):\n    return left + right\n"

@@ -51,10 +51,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from sandboxed_coding_agent.core import git_source
-from sandboxed_coding_agent.core.manifest import load_seed
 from sandboxed_coding_agent.core.model import SandboxJob, SeedProject
-from sandboxed_coding_agent.core.verdict import harness_for, verified
+from sandboxed_coding_agent.core.seeds import git_source
+from sandboxed_coding_agent.core.seeds.manifest import load_seed
+from sandboxed_coding_agent.core.verdicts.verdict import harness_for, verified
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
 

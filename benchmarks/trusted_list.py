@@ -1,7 +1,7 @@
 """What the trusted list costs: a seed's first run pays for one more sandbox, later runs nothing.
 
 Before a plan is tested, the agent runs the unpatched seed once to list the tests a
-pass needs (see ``core/trusted_tests.py``), and keeps that list by the seed's content.
+pass needs (see ``core/verdicts/trusted_tests.py``), and keeps that list by the seed's content.
 Each round runs, interleaved:
 
 * ``direct test``: the calculator's test run directly by the same Python in a fresh

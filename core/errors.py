@@ -50,7 +50,7 @@ class AgentError(Exception):
     attempts: tuple[Any, ...] = ()
     candidates: tuple[Any, ...] = ()
     #: What the run's planner calls spent before the error (a
-    #: :class:`~sandboxed_coding_agent.core.budget.Spend`); ``None`` when not known.
+    #: :class:`~sandboxed_coding_agent.core.plans.budget.Spend`); ``None`` when not known.
     spend: Any = None
     #: The tokens of the planner call the error ended, when the provider reported them
     #: (a :class:`~sandboxed_coding_agent.core.model.TokenUsage`), so a budget counts them.
@@ -143,7 +143,7 @@ class BudgetReached(AgentError):
 
     Its ``attempts`` and ``candidates`` hold what the run made before, as for any
     error of a run with ``--attempts`` or ``--candidates``; ``spend`` what it spent.
-    The budgets are in ``sandboxed_coding_agent.core.budget``.
+    The budgets are in ``sandboxed_coding_agent.core.plans.budget``.
     """
 
     kind = "budget"

@@ -64,13 +64,13 @@ def register_seeds(register: Callable[[SeedProject], None]) -> None:
 
     Called once per command, when the plugins are loaded. A seed shipped as a
     folder with a ``seed.toml`` (package data of the plugin) is read with
-    :func:`~sandboxed_coding_agent.core.manifest.load_seed`; a seed can also
+    :func:`~sandboxed_coding_agent.core.seeds.manifest.load_seed`; a seed can also
     be built directly as a :class:`~sandboxed_coding_agent.core.model.SeedProject`::
 
         from pathlib import Path
 
         from sandboxed_coding_agent.core.hookspecs import hookimpl
-        from sandboxed_coding_agent.core.manifest import load_seed
+        from sandboxed_coding_agent.core.seeds.manifest import load_seed
 
 
         @hookimpl

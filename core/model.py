@@ -6,10 +6,10 @@ cattrs converter in :mod:`sandboxed_coding_agent.core.serialization`, so a
 planner or a runner may live in another process or on another machine.
 
 The seeds (:class:`SeedProject`, :class:`SeedLimits`, :class:`SeedRuntime` and
-their constants) are defined in :mod:`sandboxed_coding_agent.core.seeds`, and the
+their constants) are defined in :mod:`sandboxed_coding_agent.core.seeds.project`, and the
 plans and planner calls (:class:`PatchPlan`, :class:`PlanRequest`,
 :class:`PlannerOptions`, :class:`PlannerResult` and their kin) in
-:mod:`sandboxed_coding_agent.core.planning`; both are importable from here, as
+:mod:`sandboxed_coding_agent.core.plans.planning`; both are importable from here, as
 every other name of the data model.
 """
 
@@ -21,35 +21,35 @@ from types import MappingProxyType
 import attrs
 from attrs import validators as v
 
-from .budget import Spend
 from .errors import Rejection
-from .evidence import EVIDENCE_TIERS, TestHarness, TestList, TestReport
-from .git_source import SourceTree
-from .grading import Grade
-from .output_tests import OutputProbe, OutputTestResult
-from .planning import CANDIDATE_TEMPERATURE as CANDIDATE_TEMPERATURE
-from .planning import FEEDBACK_OUTPUT_CHARS as FEEDBACK_OUTPUT_CHARS
-from .planning import MAX_ATTEMPTS as MAX_ATTEMPTS
-from .planning import MAX_CANDIDATES as MAX_CANDIDATES
-from .planning import MAX_JOBS as MAX_JOBS
-from .planning import Feedback as Feedback
-from .planning import PatchFile as PatchFile
-from .planning import PatchPlan as PatchPlan
-from .planning import PlannerOptions as PlannerOptions
-from .planning import PlannerResult as PlannerResult
-from .planning import PlanRequest as PlanRequest
-from .planning import TokenUsage as TokenUsage
-from .planning import check_edit_format as check_edit_format
-from .planning import check_model_name as check_model_name
-from .planning import edit_format_name as edit_format_name
-from .planning import model_name as model_name
-from .seeds import ALWAYS_TEST_PATHS as ALWAYS_TEST_PATHS
-from .seeds import LIMIT_CEILINGS as LIMIT_CEILINGS
-from .seeds import LimitError as LimitError
-from .seeds import SeedLimits as SeedLimits
-from .seeds import SeedProject as SeedProject
-from .seeds import SeedRuntime as SeedRuntime
-from .seeds import _as_tuple
+from .plans.budget import Spend
+from .plans.planning import CANDIDATE_TEMPERATURE as CANDIDATE_TEMPERATURE
+from .plans.planning import FEEDBACK_OUTPUT_CHARS as FEEDBACK_OUTPUT_CHARS
+from .plans.planning import MAX_ATTEMPTS as MAX_ATTEMPTS
+from .plans.planning import MAX_CANDIDATES as MAX_CANDIDATES
+from .plans.planning import MAX_JOBS as MAX_JOBS
+from .plans.planning import Feedback as Feedback
+from .plans.planning import PatchFile as PatchFile
+from .plans.planning import PatchPlan as PatchPlan
+from .plans.planning import PlannerOptions as PlannerOptions
+from .plans.planning import PlannerResult as PlannerResult
+from .plans.planning import PlanRequest as PlanRequest
+from .plans.planning import TokenUsage as TokenUsage
+from .plans.planning import check_edit_format as check_edit_format
+from .plans.planning import check_model_name as check_model_name
+from .plans.planning import edit_format_name as edit_format_name
+from .plans.planning import model_name as model_name
+from .seeds.git_source import SourceTree
+from .seeds.project import ALWAYS_TEST_PATHS as ALWAYS_TEST_PATHS
+from .seeds.project import LIMIT_CEILINGS as LIMIT_CEILINGS
+from .seeds.project import LimitError as LimitError
+from .seeds.project import SeedLimits as SeedLimits
+from .seeds.project import SeedProject as SeedProject
+from .seeds.project import SeedRuntime as SeedRuntime
+from .seeds.project import _as_tuple
+from .verdicts.evidence import EVIDENCE_TIERS, TestHarness, TestList, TestReport
+from .verdicts.grading import Grade
+from .verdicts.output_tests import OutputProbe, OutputTestResult
 
 
 def _frozen_mapping(value: Mapping[str, bytes]) -> Mapping[str, bytes]:

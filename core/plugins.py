@@ -19,10 +19,12 @@ from typing import Any, Generic, TypeVar
 import attrs
 import pluggy
 
-from . import __version__, contract, hookspecs, manifest, policy_parameters, seed_files
+from . import __version__, hookspecs
 from .errors import UsageError
 from .model import SeedProject
+from .plans import contract, policy_parameters
 from .protocols import Check, CommandGroup, PatchPolicy, Planner, PolicyParameter, Runner
+from .seeds import manifest, seed_files
 from .serialization import describe_structure_error
 
 ENTRY_POINT_GROUP = "sandboxed_coding_agent"

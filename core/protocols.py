@@ -227,7 +227,7 @@ class Planner(Protocol):
         and ``_``, such as ``"replay-" + secrets.token_hex(8)``),
         and put it in the result and in every error you raise, so that a user
         can find the call in your logs. Check the plan with
-        :func:`~sandboxed_coding_agent.core.contract.validate_plan` before
+        :func:`~sandboxed_coding_agent.core.plans.contract.validate_plan` before
         returning it (the agent checks it again anyway).
 
         A repair attempt (``agent run --attempts N``) has ``request.feedback``:
@@ -250,7 +250,7 @@ class Planner(Protocol):
             plan (unreachable, refused, a malformed answer), with
             ``planner_task_id``; the command exits 3 and creates no sandbox.
         :raises PlanRejected: from
-            :func:`~sandboxed_coding_agent.core.contract.validate_plan`, when the
+            :func:`~sandboxed_coding_agent.core.plans.contract.validate_plan`, when the
             plan breaks the contract; the command exits 4. Any other exception
             is reported as an internal error (exit 70).
         """
@@ -347,7 +347,7 @@ class Runner(Protocol):
           logs. It is in the outcome and in every ``SandboxError`` about that
           sandbox.
         * **A runtime.** A runner on this machine prepares ``job.runtime`` with
-          :func:`~sandboxed_coding_agent.core.seed_runtime.prepare_runtime`
+          :func:`~sandboxed_coding_agent.core.seeds.runtime.prepare_runtime`
           (in ``prepare``, see :class:`PreparingRunner`, and again here, where it
           is found ready) and gives the sandbox its folders read-only, at the
           same path; a remote runner builds an image with the runtime's Python
@@ -355,7 +355,7 @@ class Runner(Protocol):
         * **The evidence.** With ``job.harness``, run the harness
           (``core/harness``, whose files ``core.harness.files()`` gives) as the
           test's first process instead of the test command, with
-          ``core.verdict.harness_settings(...)`` on the
+          ``core.verdicts.verdict.harness_settings(...)`` on the
           descriptor it is started with, and return what it wrote to its report
           descriptor in ``report``; the agent verifies it. The files the harness
           names as tests must be read-only in the sandbox, and the harness's

@@ -18,10 +18,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
-from . import contract
 from .errors import ConfigurationError
-from .planning import CONTROL as CONTROL
-from .planning import MAX_MODEL_CHARS as MAX_MODEL_CHARS
+from .plans import contract
+from .plans.planning import CONTROL as CONTROL
+from .plans.planning import MAX_MODEL_CHARS as MAX_MODEL_CHARS
 
 BASE_URL_ENV = "CODING_AGENT_BASE_URL"
 MODEL_ENV = "CODING_AGENT_MODEL"

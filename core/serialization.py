@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .seeds import LimitError
+from .seeds.project import LimitError
 
 if TYPE_CHECKING:
     import cattrs

@@ -31,11 +31,12 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any
 
-from . import manifest, orchestrator
 from .errors import Rejection
 from .model import PatchFile, PatchPlan, RunResult, SeedLimits, SeedProject
 from .plugins import ENTRY_POINT_GROUP, PluginHost
 from .protocols import Check, PatchPolicy, Planner, Runner
+from .runs import orchestrator
+from .seeds import manifest
 
 __all__ = ["LoadedPlugin", "PluginProblem", "load_distribution", "load_plugin", "patch"]
 

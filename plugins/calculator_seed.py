@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import SeedProject
-from sandboxed_coding_agent.core.output_tests import OutputTest
+from sandboxed_coding_agent.core.verdicts.output_tests import OutputTest
 
 
 def calculator_seed() -> SeedProject:

@@ -7,16 +7,16 @@ from typing import Any
 
 import attrs
 
-from sandboxed_coding_agent.core import contract
 from sandboxed_coding_agent.core.errors import Rejection
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import PatchPlan, SeedProject
+from sandboxed_coding_agent.core.plans import contract
 from sandboxed_coding_agent.core.protocols import PatchPolicy
 
 
 @attrs.frozen
 class PatchContract:
-    """Paths, file count, size and text rules every plan must keep (see ``core.contract``)."""
+    """Paths, file count, size and text rules every plan must keep (see ``core.plans.contract``)."""
 
     name: str = contract.POLICY
     description: str = (

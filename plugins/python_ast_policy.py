@@ -27,11 +27,11 @@ from typing import Any, ClassVar
 
 import attrs
 
-from sandboxed_coding_agent.core import patterns
 from sandboxed_coding_agent.core.errors import Rejection
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import PatchPlan, SeedProject
 from sandboxed_coding_agent.core.protocols import PatchPolicy, PolicyParameter
+from sandboxed_coding_agent.core.seeds import patterns
 
 from .python_ast_rules import (
     FORBIDDEN_ATTRIBUTES,

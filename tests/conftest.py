@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import pytest
 
-from sandboxed_coding_agent.core.evidence import GUARD_CAPABILITIES
+from sandboxed_coding_agent.core.verdicts.evidence import GUARD_CAPABILITIES
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 
 API_KEY = "sk-test-4f9c2e7a1b5d8e3f6a0c9b2d"
@@ -400,6 +400,7 @@ FAST_MODULES = frozenset(
         "test_hidden_tests",
         "test_hook_reference",
         "test_import_graph",
+        "test_package_layout",
         "test_limit_decisions",
         "test_manifest",
         "test_patterns",

@@ -30,7 +30,7 @@ COVERAGE = ROOT / "build" / "coverage"
 #: are too slow to run once per mutant; the fast ones named here run in-process.
 MUTATION = {
     "contract": (
-        ["core/contract.py"],
+        ["core/plans/contract.py"],
         ["tests/test_contract.py", "tests/test_contract_messages.py"],
     ),
     "transport": (

@@ -249,7 +249,7 @@ def test_each_task_line_of_a_graded_seed_holds_its_resolution(
 
 
 def test_a_results_line_whose_resolution_is_not_its_grades_is_damaged(tmp_path: Path) -> None:
-    from sandboxed_coding_agent.core.batch import parse_results
+    from sandboxed_coding_agent.core.batches.batch import parse_results
 
     line = {
         "id": "t",

@@ -14,7 +14,7 @@ from typing import Any
 
 from conftest import API_KEY, FIXED_CALCULATOR, AgentRun, FakeProvider, Reply, completion, plan_json
 
-from sandboxed_coding_agent.core.events import EVENT_FIELDS
+from sandboxed_coding_agent.core.runs.events import EVENT_FIELDS
 
 DOCS = Path(__file__).parent.parent / "docs" / "batches.md"
 ORDER = [

@@ -232,7 +232,7 @@ def test_task_line_holding_a_lone_surrogate_is_a_bad_line_and_the_batch_goes_on(
 def test_a_result_holding_a_lone_surrogate_is_written_as_utf8_with_json_escapes(
     tmp_path: Path,
 ) -> None:
-    from sandboxed_coding_agent.core.batch import ResultsFile, TaskError, TaskResult
+    from sandboxed_coding_agent.core.batches.batch import ResultsFile, TaskError, TaskResult
 
     out = tmp_path / "results.jsonl"
     result = TaskResult(

@@ -19,7 +19,7 @@ import pytest
 from conftest import AGENT, FIXED_CALCULATOR, FakeProvider, Reply, noting_processes, wait_until
 from test_candidates import SLOW, slow_plan
 
-from sandboxed_coding_agent.core.task_pool import StopRequest, run_tasks
+from sandboxed_coding_agent.core.runs.task_pool import StopRequest, run_tasks
 
 
 def write_tasks(path: Path, count: int, **fields: object) -> Path:

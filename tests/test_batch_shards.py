@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXED_CALCULATOR, AgentRun, FakeProvider, Reply, completion, plan_json
 
+from sandboxed_coding_agent.core.batches.shards import parse_shard, shard_of
 from sandboxed_coding_agent.core.errors import UsageError
-from sandboxed_coding_agent.core.shards import parse_shard, shard_of
 
 WRONG = "def add(left, right):\n    return left * right  # WRONG\n"
 

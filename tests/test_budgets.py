@@ -22,7 +22,9 @@ from conftest import (
     plan_json,
 )
 
-from sandboxed_coding_agent.core.budget import (
+from sandboxed_coding_agent.core.errors import UsageError
+from sandboxed_coding_agent.core.model import TokenUsage
+from sandboxed_coding_agent.core.plans.budget import (
     Budget,
     BudgetReached,
     Ledger,
@@ -31,8 +33,6 @@ from sandboxed_coding_agent.core.budget import (
     Spend,
     read_prices,
 )
-from sandboxed_coding_agent.core.errors import UsageError
-from sandboxed_coding_agent.core.model import TokenUsage
 
 WRONG = "def add(left, right):\n    return left * right  # WRONG\n"
 CALL_COST = (321 * 2.5 + 45 * 10) / 1_000_000

@@ -15,7 +15,6 @@ from typing import Any
 import attrs
 import pytest
 
-from sandboxed_coding_agent.core import contract, orchestrator
 from sandboxed_coding_agent.core.errors import EXIT_CODES, PlanRejected, Rejection
 from sandboxed_coding_agent.core.model import (
     PatchFile,
@@ -24,7 +23,9 @@ from sandboxed_coding_agent.core.model import (
     SandboxOutcome,
     SeedProject,
 )
+from sandboxed_coding_agent.core.plans import contract
 from sandboxed_coding_agent.core.plugins import PluginHost
+from sandboxed_coding_agent.core.runs import orchestrator
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 from sandboxed_coding_agent.plugins.patch_contract import PatchContract
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from sandboxed_coding_agent.core import contract
 from sandboxed_coding_agent.core.errors import PlanRejected
 from sandboxed_coding_agent.core.model import SeedLimits
+from sandboxed_coding_agent.core.plans import contract
 
 
 def messages(

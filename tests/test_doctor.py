@@ -11,10 +11,10 @@ from typing import Any
 import attrs
 from conftest import AGENT, API_KEY, AgentRun, control_groups_here
 
-from sandboxed_coding_agent.core.doctor import ready, run_checks
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import Finding
 from sandboxed_coding_agent.core.plugins import PluginHost
+from sandboxed_coding_agent.core.runs.doctor import ready, run_checks
 from sandboxed_coding_agent.plugins.local_sandbox import bwrap_executable
 
 RunAgent = Callable[..., AgentRun]

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 
 import pytest
 
-from sandboxed_coding_agent.core import contract, edits
-from sandboxed_coding_agent.core.edit_text import MAX_EDITS
 from sandboxed_coding_agent.core.errors import PlanRejected, Rejection
 from sandboxed_coding_agent.core.model import PatchPlan, PlannerOptions, SeedLimits
+from sandboxed_coding_agent.core.plans import contract, edits
+from sandboxed_coding_agent.core.plans.edit_text import MAX_EDITS
 from sandboxed_coding_agent.core.serialization import structure, to_jsonable
 
 CALC = (

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import AgentRun
 
-from sandboxed_coding_agent.core.evidence import TestReport, evidence_tier
+from sandboxed_coding_agent.core.verdicts.evidence import TestReport, evidence_tier
 
 FIXED = "def add(a, b):\n    return a + b\n"
 

@@ -13,9 +13,10 @@ from types import ModuleType
 
 import pytest
 
-from sandboxed_coding_agent.core import errors, orchestrator
+from sandboxed_coding_agent.core import errors
 from sandboxed_coding_agent.core.errors import ConfigurationError, PlanRejected, ProviderError
 from sandboxed_coding_agent.core.plugins import PluginHost
+from sandboxed_coding_agent.core.runs import orchestrator
 
 PROJECT = Path(__file__).resolve().parents[1]
 GUIDE = PROJECT / "docs" / "writing-plugins.md"

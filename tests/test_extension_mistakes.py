@@ -16,11 +16,11 @@ from typing import Any
 import attrs
 import pytest
 
-from sandboxed_coding_agent.core import orchestrator
 from sandboxed_coding_agent.core.errors import Rejection
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import PatchFile, PatchPlan, SeedProject
 from sandboxed_coding_agent.core.plugins import PluginHost
+from sandboxed_coding_agent.core.runs import orchestrator
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 
 SEED = calculator_seed()

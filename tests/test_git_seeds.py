@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import AgentRun
 
-from sandboxed_coding_agent.core import git_source
-from sandboxed_coding_agent.core.manifest import ManifestError, load_seed
+from sandboxed_coding_agent.core.seeds import git_source
+from sandboxed_coding_agent.core.seeds.manifest import ManifestError, load_seed
 from sandboxed_coding_agent.plugins.local_sandbox.tree import tree_mounts
 
 BROKEN = "def add(a, b):\n    return a - b\n"

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from test_git_seeds import BROKEN, FIXED, git, make_repository, run_with, seed_folder
 
-from sandboxed_coding_agent.core import git_source
 from sandboxed_coding_agent.core.errors import SandboxError
-from sandboxed_coding_agent.core.manifest import ManifestError, load_seed
+from sandboxed_coding_agent.core.seeds import git_source
+from sandboxed_coding_agent.core.seeds.manifest import ManifestError, load_seed
 from sandboxed_coding_agent.plugins.local_sandbox.tree import tree_mounts
 
 

@@ -17,15 +17,15 @@ import attrs
 import pytest
 from conftest import AgentRun
 
-from sandboxed_coding_agent.core.evidence import GuardFinding, TestCaseResult, TestReport
-from sandboxed_coding_agent.core.grading import Grade, GradedTests, grade, names_of
 from sandboxed_coding_agent.core.model import SandboxOutcome, SeedProject
 from sandboxed_coding_agent.core.serialization import (
     describe_structure_error,
     structure,
     to_jsonable,
 )
-from sandboxed_coding_agent.core.verdict import graded
+from sandboxed_coding_agent.core.verdicts.evidence import GuardFinding, TestCaseResult, TestReport
+from sandboxed_coding_agent.core.verdicts.grading import Grade, GradedTests, grade, names_of
+from sandboxed_coding_agent.core.verdicts.verdict import graded
 
 RunAgent = Callable[..., AgentRun]
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from sandboxed_coding_agent.core import orchestrator
 from sandboxed_coding_agent.core.model import PatchFile, PatchPlan, SeedProject, SeedRuntime
+from sandboxed_coding_agent.core.runs import orchestrator
 from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
 
 TEST = "from calculator import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"

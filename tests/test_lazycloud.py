@@ -29,7 +29,7 @@ from lazycloud_standin import (  # noqa: F401 - the fixtures, used by their name
 
 from sandboxed_coding_agent.core import harness
 from sandboxed_coding_agent.core.provider import PROVIDER_SECRET_NAMES
-from sandboxed_coding_agent.core.records import APP_DIR
+from sandboxed_coding_agent.core.records.planner_calls import APP_DIR
 from sandboxed_coding_agent.plugins.lazycloud.names import (
     APP_SLUG,
     FUNCTION_NAME,

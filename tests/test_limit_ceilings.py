@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXED_CALCULATOR, AgentRun
 
-from sandboxed_coding_agent.core.manifest import ManifestError, load_seed
 from sandboxed_coding_agent.core.model import LIMIT_CEILINGS, LimitError, SandboxJob, SeedLimits
+from sandboxed_coding_agent.core.seeds.manifest import ManifestError, load_seed
 from sandboxed_coding_agent.core.serialization import structure, to_jsonable
 
 MANIFEST = """\

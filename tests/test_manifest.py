@@ -13,13 +13,6 @@ from typing import Any
 import pytest
 from conftest import AgentRun, FakeProvider
 
-from sandboxed_coding_agent.core import patterns
-from sandboxed_coding_agent.core.manifest import (
-    ManifestError,
-    key_lines,
-    load_seed,
-    looks_like_path,
-)
 from sandboxed_coding_agent.core.model import (
     LimitError,
     PatchFile,
@@ -29,6 +22,13 @@ from sandboxed_coding_agent.core.model import (
     SeedRuntime,
 )
 from sandboxed_coding_agent.core.plugins import PluginHost
+from sandboxed_coding_agent.core.seeds import patterns
+from sandboxed_coding_agent.core.seeds.manifest import (
+    ManifestError,
+    key_lines,
+    load_seed,
+    looks_like_path,
+)
 
 BUGGY = "def mean(values):\n    return sum(values) / (len(values) + 1)\n"
 FIXED = "def mean(values):\n    return sum(values) / len(values)\n"

@@ -511,9 +511,9 @@ GUARD_LINES = ({"kind": "test", "id": "t.T.test", "outcome": "passed", "seq": 1}
 
 
 def test_the_probes_lines_come_first_numbered_apart_from_the_frameworks() -> None:
-    from sandboxed_coding_agent.core.evidence import TestHarness
-    from sandboxed_coding_agent.core.output_tests import OutputTest, compare_all
-    from sandboxed_coding_agent.core.verdict import read_report
+    from sandboxed_coding_agent.core.verdicts.evidence import TestHarness
+    from sandboxed_coding_agent.core.verdicts.output_tests import OutputTest, compare_all
+    from sandboxed_coding_agent.core.verdicts.verdict import read_report
 
     key = "11" * 32
     harness = TestHarness(key=key, framework="unittest")
@@ -587,7 +587,7 @@ def test_the_lazycloud_runner_runs_the_probes_and_brings_their_report_back(
     ],
 )
 def test_a_plugins_output_test_is_checked_as_the_manifests_are(fields: dict[str, Any]) -> None:
-    from sandboxed_coding_agent.core.output_tests import OutputTest
+    from sandboxed_coding_agent.core.verdicts.output_tests import OutputTest
 
     with pytest.raises(ValueError, match=r"."):
         OutputTest(name="t", **fields)

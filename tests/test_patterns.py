@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import AgentRun
 
-from sandboxed_coding_agent.core import patterns
+from sandboxed_coding_agent.core.seeds import patterns
 
 PATHOLOGICAL = "*a*a*a*a*a*a*a*a*a*a*a*a*b"
 LONG_NAME = "a" * 60

@@ -20,9 +20,6 @@ import attrs
 import pytest
 from conftest import API_KEY, MODEL, AgentRun, FakeProvider
 
-from sandboxed_coding_agent.core import context, contract, orchestrator, records, repository_map
-from sandboxed_coding_agent.core.context import file_cost, planner_context, sent_bytes
-from sandboxed_coding_agent.core.manifest import load_seed
 from sandboxed_coding_agent.core.model import (
     PatchFile,
     PatchPlan,
@@ -32,6 +29,11 @@ from sandboxed_coding_agent.core.model import (
     SandboxOutcome,
     SeedProject,
 )
+from sandboxed_coding_agent.core.plans import context, contract, repository_map
+from sandboxed_coding_agent.core.plans.context import file_cost, planner_context, sent_bytes
+from sandboxed_coding_agent.core.records import planner_calls as records
+from sandboxed_coding_agent.core.runs import orchestrator
+from sandboxed_coding_agent.core.seeds.manifest import load_seed
 from sandboxed_coding_agent.core.serialization import structure, to_json, to_jsonable
 from sandboxed_coding_agent.plugins.openai_planner import OpenAICompatiblePlanner
 from sandboxed_coding_agent.plugins.openai_planner.prompt import FIXED_BYTES, MAP_HEADING
@@ -403,7 +405,7 @@ def test_map_is_made_holding_one_file_at_a_time(tmp_path: Path) -> None:
     root = tmp_path / "wide"
     root.mkdir()
     commit = commit_tree(root, {f"m{n}.py": body for n in range(60)})
-    from sandboxed_coding_agent.core import git_source
+    from sandboxed_coding_agent.core.seeds import git_source
 
     source = git_source.resolve(str(root), commit)
     git_source.materialize(source)
@@ -662,7 +664,7 @@ def test_mapping_a_repository_stops_parsing_when_its_cpu_budget_is_spent(
     root = tmp_path / "slow"
     root.mkdir()
     commit = commit_tree(root, {f"m{n}.py": f"def f{n}():\n    pass\n" for n in range(5)})
-    from sandboxed_coding_agent.core import git_source
+    from sandboxed_coding_agent.core.seeds import git_source
 
     source = git_source.resolve(str(root), commit)
     monkeypatch.setattr(repository_map, "MAP_PARSE_SECONDS", 0.0)

@@ -24,7 +24,7 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 
-from sandboxed_coding_agent.core.contract import plan_from_answer, validate_plan
+from sandboxed_coding_agent.core.plans.contract import plan_from_answer, validate_plan
 from sandboxed_coding_agent.core.errors import ProviderError
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import PlannerResult, PlanRequest

@@ -17,10 +17,10 @@ import attrs
 import pytest
 from conftest import FIXED_CALCULATOR, AgentRun
 
-from sandboxed_coding_agent.core import policy_parameters
 from sandboxed_coding_agent.core.errors import Rejection, UsageError
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import PatchPlan, SeedProject
+from sandboxed_coding_agent.core.plans import policy_parameters
 from sandboxed_coding_agent.core.plugins import PluginHost
 from sandboxed_coding_agent.core.protocols import PolicyParameter
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed

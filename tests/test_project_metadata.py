@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sandboxed_coding_agent.core.project_metadata import (
+from sandboxed_coding_agent.core.seeds.project_metadata import (
     UNKNOWN_VERSION,
     EntryPoint,
     ProjectMetadata,

@@ -119,7 +119,7 @@ import httpx  # what the planner imports when it calls, loaded before the baseli
 
 from sandboxed_coding_agent.core.errors import ProviderError
 from sandboxed_coding_agent.core.model import PlannerOptions
-from sandboxed_coding_agent.core.orchestrator import plan_request
+from sandboxed_coding_agent.core.runs.orchestrator import plan_request
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 from sandboxed_coding_agent.plugins.openai_planner import OpenAICompatiblePlanner
 

@@ -25,10 +25,10 @@ import attrs
 import pytest
 from conftest import API_KEY, FIXED_CALCULATOR, MODEL, AgentRun, FakeProvider, plan_json, wait_until
 
-from sandboxed_coding_agent.core import records
 from sandboxed_coding_agent.core.errors import PlanRejected, ProviderError, UsageError
 from sandboxed_coding_agent.core.model import PlannerOptions, PlannerResult, SeedLimits
-from sandboxed_coding_agent.core.orchestrator import plan_request
+from sandboxed_coding_agent.core.records import planner_calls as records
+from sandboxed_coding_agent.core.runs.orchestrator import plan_request
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 from sandboxed_coding_agent.plugins.openai_planner import (
     Backoff,

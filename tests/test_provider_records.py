@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from conftest import API_KEY, FIXED_CALCULATOR, MODEL, AgentRun, FakeProvider, completion, plan_json
 
-from sandboxed_coding_agent.core import records
 from sandboxed_coding_agent.core.errors import UsageError
+from sandboxed_coding_agent.core.records import planner_calls as records
 
 RunAgent = Callable[..., AgentRun]
 PLAN = plan_json(("calculator.py", FIXED_CALCULATOR))

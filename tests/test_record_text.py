@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sandboxed_coding_agent.core.record_text import render
-from sandboxed_coding_agent.core.records import PlannerRecord
+from sandboxed_coding_agent.core.records.planner_call_text import render
+from sandboxed_coding_agent.core.records.planner_calls import PlannerRecord
 
 REQUEST = {
     "url": "https://api.example.com/v1/chat/completions",

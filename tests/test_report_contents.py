@@ -16,7 +16,7 @@ from conftest import API_KEY, FIXED_CALCULATOR, AgentRun, FakeProvider
 from test_models import answer_by_model, write_tasks
 from test_report import Page, a_result, a_run, order_of, sha256_source, task_bodies
 
-from sandboxed_coding_agent.core.batch_environment import REDACTED, scrub_command_line
+from sandboxed_coding_agent.core.batches.environment import REDACTED, scrub_command_line
 
 RunAgent = Callable[..., AgentRun]
 BROKEN_CALCULATOR = FIXED_CALCULATOR.replace("left + right", "left * right")
@@ -371,7 +371,7 @@ def test_report_bounds_the_names_and_attempts_a_hand_made_line_may_hold(
 
 
 def test_report_of_ten_thousand_tasks_stays_a_page_a_browser_opens(tmp_path: Path) -> None:
-    from sandboxed_coding_agent.core.batch import parse_results
+    from sandboxed_coding_agent.core.batches.batch import parse_results
     from sandboxed_coding_agent.core.report import PAGE_TEXT_CHARS, ResultsSource, render_report
 
     output = "FAIL: test_adds\n" + "Traceback line\n" * 300

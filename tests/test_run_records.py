@@ -15,7 +15,7 @@ import attrs
 import pytest
 from conftest import AGENT, API_KEY, FIXED_CALCULATOR, AgentRun, FakeProvider
 
-from sandboxed_coding_agent.core.run_records import seed_hash
+from sandboxed_coding_agent.core.records.run_records import seed_hash
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 
 RunAgent = Callable[..., AgentRun]
@@ -229,7 +229,7 @@ def test_diff_of_a_run_without_a_tested_patch_says_so(
 def test_a_record_never_holds_the_key_even_when_a_text_in_it_does(
     recorded_run: dict[str, Any], tmp_path: Path
 ) -> None:
-    from sandboxed_coding_agent.core.run_records import read_run_record, write_run_record
+    from sandboxed_coding_agent.core.records.run_records import read_run_record, write_run_record
 
     environ = {"XDG_STATE_HOME": str(tmp_path / "state"), "CODING_AGENT_API_KEY": API_KEY}
     record = read_run_record(recorded_run["run_id"], environ)

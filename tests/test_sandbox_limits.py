@@ -29,13 +29,13 @@ from conftest import (
     wait_until,
 )
 
-from sandboxed_coding_agent.core import orchestrator
 from sandboxed_coding_agent.core.model import (
     PatchFile,
     PatchPlan,
     RunResult,
     SeedLimits,
 )
+from sandboxed_coding_agent.core.runs import orchestrator
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox, new_sandbox_id
 from sandboxed_coding_agent.plugins.local_sandbox.bwrap import MIB

@@ -19,14 +19,14 @@ import pytest
 from conftest import AgentRun, FakeProvider
 from test_manifest import FIXED, make_seed
 
-from sandboxed_coding_agent.core import manifest as manifest_module
-from sandboxed_coding_agent.core import seed_files
 from sandboxed_coding_agent.core.errors import UsageError
 from sandboxed_coding_agent.core.hookspecs import hookimpl
-from sandboxed_coding_agent.core.manifest import ManifestError, load_seed
 from sandboxed_coding_agent.core.model import SeedProject
 from sandboxed_coding_agent.core.plugins import PluginHost
-from sandboxed_coding_agent.core.seed_files import SeedFileError
+from sandboxed_coding_agent.core.seeds import manifest as manifest_module
+from sandboxed_coding_agent.core.seeds import seed_files
+from sandboxed_coding_agent.core.seeds.manifest import ManifestError, load_seed
+from sandboxed_coding_agent.core.seeds.seed_files import SeedFileError
 
 SECRET = "TOP-SECRET-3f9a1c7e-not-for-the-provider\n"
 HARD_LINK = (

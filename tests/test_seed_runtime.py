@@ -25,9 +25,7 @@ import attrs
 import pytest
 from conftest import wait_until
 
-from sandboxed_coding_agent.core import orchestrator
 from sandboxed_coding_agent.core.errors import SandboxError
-from sandboxed_coding_agent.core.manifest import load_seed
 from sandboxed_coding_agent.core.model import (
     PatchFile,
     PatchPlan,
@@ -35,6 +33,8 @@ from sandboxed_coding_agent.core.model import (
     SeedProject,
     SeedRuntime,
 )
+from sandboxed_coding_agent.core.runs import orchestrator
+from sandboxed_coding_agent.core.seeds.manifest import load_seed
 from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
 from sandboxed_coding_agent.plugins.local_sandbox.bwrap import host_site_folders
 from sandboxed_coding_agent.plugins.local_sandbox.runtime import (

@@ -14,7 +14,6 @@ import cattrs
 import pytest
 
 from sandboxed_coding_agent.core.errors import Rejection
-from sandboxed_coding_agent.core.grading import Grade, GradedTests
 from sandboxed_coding_agent.core.model import (
     Attempt,
     Candidate,
@@ -32,6 +31,7 @@ from sandboxed_coding_agent.core.model import (
     TokenUsage,
 )
 from sandboxed_coding_agent.core.serialization import describe_structure_error, structure, to_json
+from sandboxed_coding_agent.core.verdicts.grading import Grade, GradedTests
 
 PLAN = PatchPlan((PatchFile("calculator.py", "def add(a, b):\n    return a + b\n"),))
 LIMITS = SeedLimits(max_files=2, test_timeout_seconds=5.5, memory_mb=256)
@@ -142,14 +142,15 @@ def test_writing_json_gives_exactly_what_the_converter_gives(value: object) -> N
 
 
 def test_records_and_listings_are_written_as_the_converter_writes_them(tmp_path: Path) -> None:
-    from sandboxed_coding_agent.core import run_records
     from sandboxed_coding_agent.core.plugins import PluginHost
-    from sandboxed_coding_agent.core.records import PlannerRecord, RequestContext
+    from sandboxed_coding_agent.core.records import run_records
+    from sandboxed_coding_agent.core.records.planner_calls import PlannerRecord, RequestContext
+    from sandboxed_coding_agent.core.runs import recording
     from sandboxed_coding_agent.core.serialization import converter, to_jsonable
 
     host = PluginHost(entry_points=False)
     seed = host.seed("calculator")
-    run_records.run_recorded(
+    recording.run_recorded(
         seed,
         plugins=host.plugin_infos(),
         runner=host.runner("local"),
@@ -231,8 +232,8 @@ def test_structuring_does_not_coerce_types(data: object, cls: type) -> None:
     ],
 )
 def test_a_plan_is_read_exactly_as_the_strict_converter_reads_it(data: object) -> None:
-    from sandboxed_coding_agent.core.contract import plan_from_data
     from sandboxed_coding_agent.core.errors import PlanRejected
+    from sandboxed_coding_agent.core.plans.contract import plan_from_data
 
     try:
         expected: object = structure(data, PatchPlan)

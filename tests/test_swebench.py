@@ -22,7 +22,7 @@ import attrs
 import pytest
 from conftest import AGENT, AgentRun, FakeProvider
 
-from sandboxed_coding_agent.core.manifest import load_seed
+from sandboxed_coding_agent.core.seeds.manifest import load_seed
 from sandboxed_coding_agent.core.swebench import predictions, seeds
 
 OPS_BASE = (
@@ -505,7 +505,7 @@ def test_batch_results_become_predictions_that_git_apply_takes_on_the_base_commi
 def test_a_result_is_mapped_to_its_instance_by_its_seed_folder_even_under_another_task_id(
     tmp_path: Path,
 ) -> None:
-    from sandboxed_coding_agent.core.batch import TaskResult
+    from sandboxed_coding_agent.core.batches.batch import TaskResult
 
     folder = tmp_path / "some-seed"
     folder.mkdir()

@@ -12,7 +12,7 @@ from conftest import AgentRun
 from test_swebench import Bench, bench, swe  # noqa: F401 (fixtures)
 
 from sandboxed_coding_agent.core.errors import UsageError
-from sandboxed_coding_agent.core.manifest import load_seed
+from sandboxed_coding_agent.core.seeds.manifest import load_seed
 from sandboxed_coding_agent.core.swebench.seed_contents import ImportOptions, command_of
 from sandboxed_coding_agent.core.swebench.specs import read_specs
 

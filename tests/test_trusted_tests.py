@@ -16,8 +16,13 @@ import pytest
 from conftest import AgentRun
 from test_verdict_forgery import FIXED, calculator_seed_folder, unittest_module
 
-from sandboxed_coding_agent.core.evidence import NeededTest, TestCaseResult, TestList, TestReport
-from sandboxed_coding_agent.core.trusted_tests import checked
+from sandboxed_coding_agent.core.verdicts.evidence import (
+    NeededTest,
+    TestCaseResult,
+    TestList,
+    TestReport,
+)
+from sandboxed_coding_agent.core.verdicts.trusted_tests import checked
 
 #: The hidden test class is found while the loader inspects the hidden test module's names:
 #: ``isinstance`` reads ``__class__``, a property of the object the module imported.

@@ -363,8 +363,8 @@ def test_no_process_of_the_sandbox_reaches_pid_1(
 
 
 def test_a_report_line_not_signed_with_the_key_is_tampered() -> None:
-    from sandboxed_coding_agent.core.evidence import TestHarness
-    from sandboxed_coding_agent.core.verdict import read_report
+    from sandboxed_coding_agent.core.verdicts.evidence import TestHarness
+    from sandboxed_coding_agent.core.verdicts.verdict import read_report
 
     harness = TestHarness(key="00" * 32, framework="unittest")
     forged = '0 {"kind": "end", "seq": 1}\n'

@@ -22,7 +22,7 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from ..batch import TaskLine, TaskResult
+    from ..batches.batch import TaskLine, TaskResult
 
 #: What ``--resume --retry-errors`` runs again: errors that say nothing of the patch.
 RETRIED_STATUSES = ("provider-error", "sandbox-error")
@@ -113,11 +113,11 @@ def batch(
     it stopped or never started end as `budget`; --resume runs them again within what
     is left of the budget, counting what the results file already spent.
     """
-    from .. import batch as batching
-    from ..budget import Budget
+    from ..batches import batch as batching
+    from ..batches.shards import parse_shard, shard_of
     from ..errors import EXIT_CODES, Interrupted, UsageError
-    from ..events import EventLog, no_events
-    from ..shards import parse_shard, shard_of
+    from ..plans.budget import Budget
+    from ..runs.events import EventLog, no_events
     from . import terminal
 
     with terminal.reporting(as_json, debug):
@@ -309,7 +309,7 @@ class _Progress:
 
     def after_interrupt(self, tasks: Path, out: Path) -> str:
         """What the interrupted batch says last: what was stopped, what was kept."""
-        from ..task_pool import GRACE_SECONDS
+        from ..runs.task_pool import GRACE_SECONDS
 
         with self.lock:
             given_up = (
@@ -352,9 +352,9 @@ class _Progress:
 
 
 def _summary(results: list[TaskResult], invalid: int, ran: int, wall: float) -> dict[str, Any]:
-    from ..batch import STATUSES, per_model, total_spend
-    from ..grading import RESOLUTIONS
+    from ..batches.batch import STATUSES, per_model, total_spend
     from ..serialization import to_jsonable
+    from ..verdicts.grading import RESOLUTIONS
 
     counts = {status: sum(1 for r in results if r.status == status) for status in STATUSES}
     resolutions = {name: sum(1 for r in results if r.resolution == name) for name in RESOLUTIONS}
@@ -419,7 +419,7 @@ def _print_summary(summary: dict[str, Any], *, err: bool = False) -> None:
 
 
 def _spent(spend: dict[str, Any]) -> str:
-    from ..budget import Spend
+    from ..plans.budget import Spend
     from ..serialization import structure
 
     return str(structure(spend, Spend).describe())

@@ -18,8 +18,8 @@ def diff(
     debug: DebugOption = False,
 ) -> None:
     """Print the patch a recorded run chose, as a diff `git apply` accepts."""
-    from .. import run_records
-    from ..replay import recorded_seed
+    from ..records import run_records
+    from ..runs.replay import recorded_seed
     from . import terminal
 
     with terminal.reporting(False, debug):

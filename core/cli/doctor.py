@@ -47,14 +47,14 @@ def doctor(
     Checked for the default planner and runner unless --planner, --no-planner or
     --runner say which ones you use.
     """
-    from ..doctor import (
+    from ..protocols import DoctorContext
+    from ..runs.doctor import (
         EXIT_NOT_READY,
         INSTALLATION_CHECKS,
         plugins_not_in_use,
         ready,
         run_checks,
     )
-    from ..protocols import DoctorContext
     from ..serialization import to_jsonable
 
     with reporting(as_json, debug):

@@ -11,8 +11,8 @@ from .options import DebugOption, JsonOption
 from .terminal import echo, print_json, reporting
 
 if TYPE_CHECKING:
-    from ..records import PlannerRecord
-    from ..run_records import RunRecord
+    from ..records.planner_calls import PlannerRecord
+    from ..records.run_records import RunRecord
 
 
 def logs(
@@ -27,8 +27,10 @@ def logs(
     debug: DebugOption = False,
 ) -> None:
     """Show a run's record (plans, tests, error) or a planner call's (each attempt, the answer)."""
-    from .. import record_text, records, run_records
-    from ..run_history import render_run
+    from ..records import planner_call_text as record_text
+    from ..records import planner_calls as records
+    from ..records import run_records
+    from ..records.run_history import render_run
     from ..serialization import to_jsonable
 
     with reporting(as_json, debug):
@@ -50,8 +52,9 @@ def _run_or_call(run_id: str) -> RunRecord | PlannerRecord:
 
     :raises UsageError: there is neither, or the record is damaged.
     """
-    from .. import records, run_records
     from ..errors import UsageError
+    from ..records import planner_calls as records
+    from ..records import run_records
 
     run_path = run_records.record_path(run_id)
     if os.path.lexists(run_path):

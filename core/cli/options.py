@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from ..budget import Ledger, Spend
+    from ..plans.budget import Ledger, Spend
 
 #: What ``agent run`` uses without ``--planner`` and ``--runner``; ``agent doctor`` checks for them.
 DEFAULT_PLANNER = "openai"
@@ -139,8 +139,8 @@ def ledger_for(
     :raises UsageError: ``--max-cost`` without ``--prices``, a price table that cannot
         be read, or a model it does not price.
     """
-    from ..budget import Budget, Ledger, read_prices
     from ..errors import UsageError
+    from ..plans.budget import Budget, Ledger, read_prices
     from ..provider import MODEL_ENV
 
     if max_cost is not None and prices is None:

@@ -33,8 +33,8 @@ def replay(
     debug: DebugOption = False,
 ) -> None:
     """Re-test a recorded run's plans in fresh sandboxes; exit 0 when every verdict matches."""
-    from .. import replay as replaying
-    from .. import run_records
+    from ..records import run_records
+    from ..runs import replay as replaying
     from ..serialization import to_jsonable
     from . import terminal
 
@@ -64,7 +64,7 @@ def replay(
 
 
 def _describe(test: object) -> str:
-    from ..replay import ReplayedTest
+    from ..runs.replay import ReplayedTest
 
     assert isinstance(test, ReplayedTest)
     recorded = "passed" if test.recorded_passed else "failed"

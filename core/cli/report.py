@@ -35,9 +35,9 @@ def report(
     shown as FILE:ID (FILE is the file's name, or its path when two files share a name).
     A damaged file refuses the whole report.
     """
-    from .. import records
-    from ..batch import blank_key, read_results, without_key
+    from ..batches.batch import blank_key, read_results, without_key
     from ..errors import UsageError
+    from ..records import planner_calls as records
     from ..report import ResultsSource, merged, render_report
     from . import terminal
 

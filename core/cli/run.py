@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .. import output_tests
 from ..errors import EXIT_TESTS_FAILED, EXIT_TESTS_PASSED, PlanRejected, Rejection, UsageError
 from ..model import (
     CANDIDATE_TEMPERATURE,
@@ -19,6 +18,7 @@ from ..model import (
     MAX_JOBS,
     PlannerOptions,
 )
+from ..verdicts import output_tests
 from .options import (
     DEFAULT_PLANNER,
     DEFAULT_RUNNER,
@@ -226,7 +226,8 @@ def run(
     FILE no provider is needed: FILE holds JSON whole files, search/replace edits
     or a diff, or a unified diff as `git diff` writes it. `agent doctor` checks them.
     """
-    from .. import contract, policy_parameters, run_records
+    from ..plans import contract, policy_parameters
+    from ..runs import recording
     from ..serialization import to_jsonable
 
     with reporting(as_json, debug):
@@ -269,7 +270,7 @@ def run(
         test_runner = host.runner(runner)
         chosen_planner = host.planner(planner) if plan_file is None else None
         given_plan = read_plan_file(plan_file, seed_project) if plan_file is not None else None
-        result = run_records.run_recorded(
+        result = recording.run_recorded(
             seed_project,
             plugins=host.plugin_infos(),
             runner=test_runner,
@@ -324,7 +325,7 @@ def read_plan_file(path: Path, seed: SeedProject | None = None) -> PatchPlan:
 
     :raises PlanRejected: the file is not a plan, or its edits do not apply (exit 4).
     """
-    from .. import contract
+    from ..plans import contract
 
     try:
         with path.open("rb") as handle:
@@ -343,8 +344,8 @@ def read_plan_file(path: Path, seed: SeedProject | None = None) -> PatchPlan:
         )
     if seed is None:
         return contract.parse_plan(data)
-    from ..edits import plan_from_plan_file
-    from ..plan_requests import ShownFiles
+    from ..plans.edits import plan_from_plan_file
+    from ..plans.plan_requests import ShownFiles
 
     return plan_from_plan_file(data, ShownFiles(seed), limits=seed.limits)
 

@@ -28,7 +28,7 @@ def runs_list(
     not a record the agent wrote (damaged, too large, a link, a FIFO) is skipped with
     one line on stderr; --json lists it under "skipped".
     """
-    from ..run_history import duration, list_runs, local_time
+    from ..records.run_history import duration, list_runs, local_time
     from ..serialization import to_jsonable
 
     with reporting(as_json, debug):
@@ -84,7 +84,7 @@ def runs_prune(
     batch) deletes those older than 30 days. SANDBOXED_CODING_AGENT_KEEP_RECORDS_DAYS=N
     keeps them N days instead; =off keeps them for ever.
     """
-    from ..retention import prune
+    from ..records.retention import prune
     from ..serialization import to_jsonable
 
     with reporting(as_json, debug):

@@ -68,7 +68,7 @@ def _verdict_basis(seed: SeedProject) -> str:
 
 
 def _command_basis(seed: SeedProject) -> str:
-    from ..verdict import seed_framework
+    from ..verdicts.verdict import seed_framework
 
     try:
         framework = seed_framework(seed, seed.read_files())
@@ -271,7 +271,7 @@ def _tests(count: int) -> str:
 
 
 def _test_list_row(seed: SeedProject, runner: Any, fresh: bool, quiet: bool) -> dict[str, Any]:
-    from ..trusted_tests import list_tests, needs_list
+    from ..verdicts.trusted_tests import list_tests, needs_list
 
     files = seed.read_files()
     listed = [*({"id": t, "unpatched": "fail_to_pass"} for t in seed.fail_to_pass)]

@@ -264,8 +264,8 @@ def _fail(
 
 def has_record(task_id: str) -> bool:
     """Whether ``agent logs TASK_ID`` has something to show."""
-    from .. import records
     from ..errors import UsageError
+    from ..records import planner_calls as records
 
     try:
         return records.record_path(task_id).is_file()

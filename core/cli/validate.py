@@ -35,7 +35,8 @@ def validate(
     debug: DebugOption = False,
 ) -> None:
     """Check plan files against a seed's policies without running anything."""
-    from .. import orchestrator, policy_parameters
+    from ..plans import policy_parameters
+    from ..runs import orchestrator
     from ..serialization import to_jsonable
     from .run import read_plan_file
 

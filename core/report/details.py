@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import attrs
 
-from .. import output_tests
-from ..batch_results import TaskResult
-from ..evidence import TestReport
-from ..grading import Grade
+from ..batches.results import TaskResult
 from ..model import Attempt, Candidate, RunResult
+from ..verdicts import output_tests
+from ..verdicts.evidence import TestReport
+from ..verdicts.grading import Grade
 from .rows import NAME_CHARS, Figures, Row
 from .text import TextBlocks, cut, text
 

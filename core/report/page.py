@@ -8,9 +8,9 @@ import shlex
 from collections.abc import Callable, Sequence
 
 from .. import __version__
-from ..batch_environment import BatchEnvironment, scrub_command_line
-from ..batch_results import STATUSES, TaskResult
-from ..grading import RESOLUTIONS
+from ..batches.environment import BatchEnvironment, scrub_command_line
+from ..batches.results import STATUSES, TaskResult
+from ..verdicts.grading import RESOLUTIONS
 from .assets import CSS, SCRIPT, content_security_policy
 from .details import task_details
 from .rows import (

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import attrs
 
-from ..batch_results import TaskResult, latest
+from ..batches.results import TaskResult, latest
 from ..model import Attempt
 
 

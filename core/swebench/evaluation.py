@@ -32,25 +32,20 @@ from pathlib import Path
 import attrs
 from attrs import validators as v
 
-from .. import contract, manifest, orchestrator
-from ..batch import TaskError, TaskResult, run_tasks
+from ..batches.batch import TaskError, TaskResult, run_tasks
 from ..errors import AgentError, PlanRejected, Rejection
-from ..evidence import NeededTest, TestCaseResult
-from ..grading import Grade
-from ..model import (
-    ALWAYS_TEST_PATHS,
-    LIMIT_CEILINGS,
-    PatchFile,
-    PatchPlan,
-    RunResult,
-    SeedProject,
-)
-from ..patterns import matches_any
+from ..model import ALWAYS_TEST_PATHS, LIMIT_CEILINGS, PatchFile, PatchPlan, RunResult, SeedProject
+from ..plans import contract
 from ..plugins import PluginHost
 from ..protocols import Runner
-from ..seeds import TEST_INFRASTRUCTURE
-from ..trusted_tests import list_tests
-from ..verdict import seed_framework
+from ..runs import orchestrator
+from ..seeds import manifest
+from ..seeds.patterns import matches_any
+from ..seeds.project import TEST_INFRASTRUCTURE
+from ..verdicts.evidence import NeededTest, TestCaseResult
+from ..verdicts.grading import Grade
+from ..verdicts.trusted_tests import list_tests
+from ..verdicts.verdict import seed_framework
 from . import patches, seeds
 from .patches import PatchProblem
 from .seeds import ImportOptions, SeedSpec

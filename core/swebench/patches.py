@@ -17,9 +17,10 @@ from pathlib import Path
 
 import attrs
 
-from .. import contract, git_source
-from ..git_source import GitSourceError, git
-from ..patterns import WILDCARDS, has_control_character
+from ..plans import contract
+from ..seeds import git_source
+from ..seeds.git_source import GitSourceError, git
+from ..seeds.patterns import WILDCARDS, has_control_character
 
 #: The largest file a patch may leave that is read back (a whole-file plan holds it).
 MAX_FILE_BYTES = 1024 * 1024

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import attrs
 
-from ..batch import TaskResult
-from ..manifest import looks_like_path
+from ..batches.batch import TaskResult
+from ..seeds.manifest import looks_like_path
 from .seeds import InstanceNote, read_instance_note
 
 _HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")

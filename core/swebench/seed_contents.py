@@ -15,11 +15,11 @@ from typing import Any
 
 import attrs
 
-from .. import manifest
-from ..git_source import git
 from ..model import ALWAYS_TEST_PATHS, LIMIT_CEILINGS
-from ..patterns import matches_any
-from ..project_metadata import ProjectMetadataError, read_project
+from ..seeds import manifest
+from ..seeds.git_source import git
+from ..seeds.patterns import matches_any
+from ..seeds.project_metadata import ProjectMetadataError, read_project
 from . import patches
 from .patches import Patched, PatchProblem
 from .tasks import BadLine, TaskInstance

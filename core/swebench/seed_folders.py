@@ -20,8 +20,8 @@ from typing import Any
 
 import attrs
 
-from .. import manifest
 from ..errors import UsageError
+from ..seeds import manifest
 from .tasks import BadLine, TaskInstance
 
 #: A seed folder's note of the instance it was made from (a hidden file: never a seed file).

@@ -23,8 +23,8 @@ from pathlib import Path
 import attrs
 
 from ..errors import UsageError
-from ..patterns import matches_any
-from ..seeds import ALWAYS_TEST_PATHS, TEST_INFRASTRUCTURE
+from ..seeds.patterns import matches_any
+from ..seeds.project import ALWAYS_TEST_PATHS, TEST_INFRASTRUCTURE
 from . import patches
 from .patches import PatchProblem
 from .seed_contents import (
@@ -224,7 +224,7 @@ def _allowed(options: ImportOptions, infrastructure: bool) -> tuple[str, ...]:
 
 def write_batch_file(out: Path, seeds: Sequence[ImportedSeed]) -> Path:
     """Write ``out/batch.jsonl``: one ``agent batch`` task per seed (its folder, absolute)."""
-    from ..records import write_private_file
+    from ..records.planner_calls import write_private_file
 
     lines = [
         json.dumps({"id": batch_task_id(seed.instance_id, seed.name), "seed": str(seed.folder)})

@@ -31,10 +31,10 @@ from typing import Any
 
 import attrs
 
-from ..contract import is_utf8
 from ..errors import UsageError
-from ..evidence import GUARD_CAPABILITIES
 from ..model import SeedRuntime
+from ..plans.contract import is_utf8
+from ..verdicts.evidence import GUARD_CAPABILITIES
 from .seed_contents import FRAMEWORKS, TESTS_PLACEHOLDER, ImportOptions
 
 #: The version key of an entry for every version of a repository without its own.

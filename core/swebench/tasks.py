@@ -23,9 +23,9 @@ from typing import Any, TypeVar
 
 import attrs
 
-from ..contract import _no_duplicate_keys
 from ..errors import UsageError
-from ..patterns import has_control_character
+from ..plans.contract import _no_duplicate_keys
+from ..seeds.patterns import has_control_character
 
 #: The longest line of a tasks or predictions file that is read (a task holds two patches).
 MAX_LINE_BYTES = 16 * 1024 * 1024

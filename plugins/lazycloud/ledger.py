@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 
 from sandboxed_coding_agent.core.errors import SandboxError
-from sandboxed_coding_agent.core.records import state_directory
+from sandboxed_coding_agent.core.records.planner_calls import state_directory
 
 #: The most an entry may hold; a real one is about 400 bytes.
 MAX_ENTRY_BYTES = 4096

@@ -17,7 +17,6 @@ from typing import Any
 
 import attrs
 
-from sandboxed_coding_agent.core import contract
 from sandboxed_coding_agent.core.errors import (
     AgentError,
     ConfigurationError,
@@ -27,6 +26,7 @@ from sandboxed_coding_agent.core.errors import (
     UsageError,
 )
 from sandboxed_coding_agent.core.model import PlannerResult, PlanRequest
+from sandboxed_coding_agent.core.plans import contract
 from sandboxed_coding_agent.core.provider import API_KEY_ENV, blank_key
 
 from .names import APP_SLUG, FUNCTION_NAME

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sandboxed_coding_agent.core.records import state_directory
+from sandboxed_coding_agent.core.records.planner_calls import state_directory
 
 from .ledger import sandbox_id_shape
 

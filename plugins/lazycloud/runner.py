@@ -323,7 +323,8 @@ class _Sandbox:
         The harness reads the settings and deletes them before any seed code runs, and
         writes its signed report to a file the agent downloads once the test has ended.
         """
-        from sandboxed_coding_agent.core import harness, verdict
+        from sandboxed_coding_agent.core import harness
+        from sandboxed_coding_agent.core.verdicts import verdict
 
         client, container = self.instance.client, uuid.UUID(self.sandbox_id)
         settings = verdict.harness_settings(

@@ -26,11 +26,13 @@ from pathlib import Path
 
 import attrs
 
-from sandboxed_coding_agent.core import git_source, harness, verdict
+from sandboxed_coding_agent.core import harness
 from sandboxed_coding_agent.core.errors import SandboxError
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import SandboxJob, SandboxOutcome
 from sandboxed_coding_agent.core.protocols import Check, Runner
+from sandboxed_coding_agent.core.seeds import git_source
+from sandboxed_coding_agent.core.verdicts import verdict
 
 from .bwrap import (
     HARNESS_DIR,
@@ -124,7 +126,7 @@ class HarnessReport:
 
     The write end goes into the sandbox; the agent closes its own copy once the
     sandbox is gone, so the reader sees the end. A report past
-    :data:`~sandboxed_coding_agent.core.verdict.MAX_REPORT_BYTES` is kept only up to
+    :data:`~sandboxed_coding_agent.core.verdicts.verdict.MAX_REPORT_BYTES` is kept only up to
     one byte more, which the verdict takes as tampered.
     """
 

@@ -1,4 +1,4 @@
-"""Seed runtimes for the local sandbox: :mod:`sandboxed_coding_agent.core.seed_runtime`
+"""Seed runtimes for the local sandbox: :mod:`sandboxed_coding_agent.core.seeds.runtime`
 builds them; this says which folders a sandbox needs of one."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import attrs
 
-from sandboxed_coding_agent.core import seed_runtime
 from sandboxed_coding_agent.core.model import SeedRuntime
-from sandboxed_coding_agent.core.seed_runtime import (
+from sandboxed_coding_agent.core.seeds import runtime as seed_runtime
+from sandboxed_coding_agent.core.seeds.runtime import (
     cache_root,
     installer_environment,
     python_spec,
@@ -57,7 +57,7 @@ def prepare_runtime(
     runtime: SeedRuntime, progress: Callable[[str], None] = _silent
 ) -> LocalRuntime:
     """The runtime's environment, built with uv the first time (see
-    :func:`~sandboxed_coding_agent.core.seed_runtime.prepare_runtime`), and its folders.
+    :func:`~sandboxed_coding_agent.core.seeds.runtime.prepare_runtime`), and its folders.
 
     :raises SandboxError: uv is missing or fails.
     """

@@ -1,7 +1,7 @@
 """A git seed's tree in the sandbox: bound read-only, at a cost that does not grow with its size.
 
 The tree at a commit is checked out once in the agent's cache
-(:func:`~sandboxed_coding_agent.core.git_source.materialize`). A sandbox does not
+(:func:`~sandboxed_coding_agent.core.seeds.git_source.materialize`). A sandbox does not
 receive copies of its files: the entries of the tree's top folder are bound
 read-only into the workspace (a tmpfs), one ``--ro-bind`` each. Only the folders
 on the way to a file the job carries (the seed's own files and the editable ones,

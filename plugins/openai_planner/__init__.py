@@ -33,11 +33,11 @@ How it meets the ordinary ways real providers fail:
 The model is asked for whole files, search/replace edits or a unified diff, as
 ``PlannerOptions.edit_format`` says; an answer in any of the three is accepted
 whatever was asked, and edits are applied to the files the model was shown
-(:mod:`sandboxed_coding_agent.core.edits`) to make the whole-file plan. Edits
+(:mod:`sandboxed_coding_agent.core.plans.edits`) to make the whole-file plan. Edits
 that do not apply are a refused plan whose reasons the repair attempt passes
 back to the model.
 
-The agent records every call (:mod:`sandboxed_coding_agent.core.records`) for
+The agent records every call (:mod:`sandboxed_coding_agent.core.records.planner_calls`) for
 ``agent logs PLANNER_TASK_ID``; this planner adds the request it sent, each
 attempt's status and timing, and an excerpt of the answer, as the details of its
 result or error.
@@ -57,11 +57,12 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from sandboxed_coding_agent.core import contract, edits, records
 from sandboxed_coding_agent.core.errors import AgentError, PlanRejected, UsageError
 from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import PlannerResult, PlanRequest
+from sandboxed_coding_agent.core.plans import contract, edits
 from sandboxed_coding_agent.core.protocols import Check, Planner
+from sandboxed_coding_agent.core.records import planner_calls as records
 
 from .answer import extract_json_object, parse_completion
 from .call import PlannerCall

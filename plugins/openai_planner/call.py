@@ -10,10 +10,10 @@ from urllib.parse import quote
 
 import attrs
 
-from sandboxed_coding_agent.core import records
 from sandboxed_coding_agent.core.errors import PlanRejected, ProviderError
 from sandboxed_coding_agent.core.model import PlannerOptions, TokenUsage
 from sandboxed_coding_agent.core.provider import MIN_SECRET_CHARS
+from sandboxed_coding_agent.core.records import planner_calls as records
 
 from .settings import CONTROL, ProviderSettings
 

@@ -1,9 +1,9 @@
 """What the planner sends: the system prompt, the seed as a user message, the request body.
 
-For a seed shown in part (a repository; see :mod:`sandboxed_coding_agent.core.context`)
+For a seed shown in part (a repository; see :mod:`sandboxed_coding_agent.core.plans.context`)
 the user message ends with the repository map under its own heading. Its files and map
 are counted in the bytes they take in the request body
-(:func:`~sandboxed_coding_agent.core.context.sent_bytes`), so the body is at most
+(:func:`~sandboxed_coding_agent.core.plans.context.sent_bytes`), so the body is at most
 :data:`FIXED_BYTES` plus the model's name and the instruction (counted the same way),
 what the context holds (at most its budget, or the editable files and a short note when
 they alone exceed it) and a repair attempt's feedback.
@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sandboxed_coding_agent.core.edit_text import MAX_EDITS
 from sandboxed_coding_agent.core.model import Feedback, PlanRequest
+from sandboxed_coding_agent.core.plans.edit_text import MAX_EDITS
 
 SYSTEM_PROMPT = """\
 You change a small software project so that its unit test passes.
@@ -29,7 +29,7 @@ Rules:
 """
 
 #: How the system prompt asks for an answer in an edit format other than whole files
-#: (see :mod:`sandboxed_coding_agent.core.edits`); it takes the place of the first two
+#: (see :mod:`sandboxed_coding_agent.core.plans.edits`); it takes the place of the first two
 #: lines and the rules of :data:`SYSTEM_PROMPT`.
 EDIT_FORMAT_PROMPTS = {
     "search-replace": """\

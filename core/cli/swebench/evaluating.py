@@ -128,8 +128,8 @@ def evaluate(
     debug: DebugOption = False,
 ) -> None:
     """Test predictions in the sandbox and grade them on FAIL_TO_PASS and PASS_TO_PASS."""
-    from ... import records
     from ...errors import UsageError
+    from ...records import planner_calls as records
     from ...report import render_html
     from ...swebench import evaluation
     from ...swebench.specs import Specs, read_specs

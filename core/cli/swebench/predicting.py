@@ -45,10 +45,10 @@ def predictions(
     debug: DebugOption = False,
 ) -> None:
     """Write SWE-bench predictions from a batch's results: each instance's chosen patch."""
-    from ... import records
-    from ...batch import read_results, without_key
+    from ...batches.batch import read_results, without_key
     from ...errors import EXIT_CODES, UsageError
-    from ...patterns import has_control_character
+    from ...records import planner_calls as records
+    from ...seeds.patterns import has_control_character
     from ...swebench import predictions as predicting
 
     damaged: list[Any] = []

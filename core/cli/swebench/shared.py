@@ -73,7 +73,7 @@ def import_options(
     python: str | None,
 ) -> ImportOptions:
     from ...errors import UsageError
-    from ...patterns import pattern_problem
+    from ...seeds.patterns import pattern_problem
     from ...swebench.seeds import FRAMEWORKS, ORACLE, ImportOptions
 
     if framework not in FRAMEWORKS:

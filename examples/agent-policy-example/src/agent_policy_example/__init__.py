@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sandboxed_coding_agent.core.hookspecs import hookimpl
-from sandboxed_coding_agent.core.manifest import load_seed
 from sandboxed_coding_agent.core.model import SeedProject
 from sandboxed_coding_agent.core.protocols import PatchPolicy
+from sandboxed_coding_agent.core.seeds.manifest import load_seed
 
 from .small_diff import SmallDiff
 
