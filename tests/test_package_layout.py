@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import subprocess
 import sys
 import tomllib
@@ -113,8 +114,6 @@ def test_a_name_never_in_core_is_still_not_found() -> None:
 def documented_imports() -> list[str]:
     """Every import of the package in the docs' pages, the README, CONTRIBUTING and the
     example plugin, as written there."""
-    import re
-
     pattern = re.compile(
         r"^[ \t]*(?:from\s+sandboxed_coding_agent[\w.]*\s+import\s+(?:\([^)]*\)|[^\n]+)"
         r"|import\s+sandboxed_coding_agent[\w.]*(?:\s+as\s+\w+)?)",

@@ -31,7 +31,7 @@ from sandboxed_coding_agent.core.model import (
 )
 from sandboxed_coding_agent.core.plans import context, contract, repository_map
 from sandboxed_coding_agent.core.plans.context import file_cost, planner_context, sent_bytes
-from sandboxed_coding_agent.core.records import planner_calls as records
+from sandboxed_coding_agent.core.records import planner_calls
 from sandboxed_coding_agent.core.runs import orchestrator
 from sandboxed_coding_agent.core.seeds.manifest import load_seed
 from sandboxed_coding_agent.core.serialization import structure, to_json, to_jsonable
@@ -327,7 +327,7 @@ def test_hidden_tests_are_never_shown_even_when_context_patterns_name_them(
     # Nor in the prompt the provider receives.
     provider.reply_plan(("pkg/mod_0.py", module_text(0)))
     env = planner_env(provider, tmp_path)
-    records.call_planner(OpenAICompatiblePlanner(environ=env), request, environ=env)
+    planner_calls.call_planner(OpenAICompatiblePlanner(environ=env), request, environ=env)
     (sent,) = provider.requests
     assert_no_hidden_test(sent.body.decode())
 
@@ -448,7 +448,7 @@ def test_real_planner_sends_a_prompt_within_its_bound_and_records_its_size(
     provider.reply_plan(("pkg/mod_0.py", module_text(0)))
     env = planner_env(provider, tmp_path)
 
-    result = records.call_planner(OpenAICompatiblePlanner(environ=env), request, environ=env)
+    result = planner_calls.call_planner(OpenAICompatiblePlanner(environ=env), request, environ=env)
 
     (sent,) = provider.requests
     assert len(sent.body) <= bound(seed.default_prompt)
@@ -461,10 +461,10 @@ def test_real_planner_sends_a_prompt_within_its_bound_and_records_its_size(
     assert shown_map == request.repository_map
     # The size is the prompt's as sent, in the planner's record.
     prompt = sum(len(m["content"].encode()) for m in messages)
-    record = records.read_record(result.planner_task_id, env)
+    record = planner_calls.read_record(result.planner_task_id, env)
     assert record.details["request"]["prompt_bytes"] == prompt
     assert record.details["request"]["body_bytes"] == len(sent.body)
-    assert record.context == records.RequestContext(
+    assert record.context == planner_calls.RequestContext(
         files=len(request.files),
         map_bytes=len(shown_map.encode()),
         left_out=request.left_out,
@@ -481,13 +481,13 @@ def test_agent_logs_shows_the_prompt_size_and_the_context_files_left_out(
     request = request_for(make_seed())
     provider.reply_plan(("pkg/mod_0.py", module_text(0)))
 
-    result = records.call_planner(
+    result = planner_calls.call_planner(
         OpenAICompatiblePlanner(environ=agent_env), request, environ=agent_env
     )
     shown = run_agent("logs", result.planner_task_id)
 
     assert shown.returncode == 0, shown.stderr
-    prompt = records.read_record(result.planner_task_id, agent_env).details["request"]
+    prompt = planner_calls.read_record(result.planner_task_id, agent_env).details["request"]
     assert f"(prompt {prompt['prompt_bytes']:,})" in shown.stdout
     more = request.left_out_count - 5
     assert (

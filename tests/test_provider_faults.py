@@ -27,7 +27,7 @@ from conftest import API_KEY, FIXED_CALCULATOR, MODEL, AgentRun, FakeProvider, p
 
 from sandboxed_coding_agent.core.errors import PlanRejected, ProviderError, UsageError
 from sandboxed_coding_agent.core.model import PlannerOptions, PlannerResult, SeedLimits
-from sandboxed_coding_agent.core.records import planner_calls as records
+from sandboxed_coding_agent.core.records import planner_calls
 from sandboxed_coding_agent.core.runs.orchestrator import plan_request
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 from sandboxed_coding_agent.plugins.openai_planner import (
@@ -70,7 +70,7 @@ class Planner:
             environ=self.environ, backoff=self.backoff, sleep=self.waits.append, **extra
         )
         # As a run calls it: the agent keeps the call's record.
-        return records.call_planner(planner, request, environ=self.environ)
+        return planner_calls.call_planner(planner, request, environ=self.environ)
 
     def fails(self, **options: Any) -> ProviderError:
         with pytest.raises(ProviderError) as caught:

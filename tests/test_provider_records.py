@@ -12,7 +12,7 @@ import pytest
 from conftest import API_KEY, FIXED_CALCULATOR, MODEL, AgentRun, FakeProvider, completion, plan_json
 
 from sandboxed_coding_agent.core.errors import UsageError
-from sandboxed_coding_agent.core.records import planner_calls as records
+from sandboxed_coding_agent.core.records import planner_calls
 
 RunAgent = Callable[..., AgentRun]
 PLAN = plan_json(("calculator.py", FIXED_CALCULATOR))
@@ -227,7 +227,10 @@ def test_records_default_to_the_xdg_state_home_under_home(
 def test_relative_xdg_state_home_is_ignored(tmp_path: Path) -> None:
     environ = {"HOME": str(tmp_path), "XDG_STATE_HOME": "relative/state"}
 
-    assert records.runs_directory(environ) == tmp_path / ".local/state/sandboxed-coding-agent/runs"
+    assert (
+        planner_calls.runs_directory(environ)
+        == tmp_path / ".local/state/sandboxed-coding-agent/runs"
+    )
 
 
 @pytest.mark.parametrize(
@@ -267,7 +270,7 @@ def test_logs_refuses_ids_that_could_name_another_file(
     run = run_agent("logs", "--", task_id) if "\x00" not in task_id else None
     if run is None:  # argv cannot carry NUL; check the rule itself
         with pytest.raises(UsageError):
-            records.check_task_id(task_id)
+            planner_calls.check_task_id(task_id)
         return
 
     assert run.returncode == 2, run.stderr

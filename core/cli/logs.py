@@ -28,8 +28,7 @@ def logs(
 ) -> None:
     """Show a run's record (plans, tests, error) or a planner call's (each attempt, the answer)."""
     from ..records import planner_call_text as record_text
-    from ..records import planner_calls as records
-    from ..records import run_records
+    from ..records import planner_calls, run_records
     from ..records.run_history import render_run
     from ..serialization import to_jsonable
 
@@ -37,10 +36,10 @@ def logs(
         if run_records.is_run_id(record_id):
             shown = _run_or_call(record_id)
         else:
-            shown = records.read_record(record_id)
+            shown = planner_calls.read_record(record_id)
         if as_json:
             print_json(to_jsonable(shown), indent=2)
-        elif isinstance(shown, records.PlannerRecord):
+        elif isinstance(shown, planner_calls.PlannerRecord):
             echo(record_text.render(shown))
         else:
             echo(render_run(shown))
@@ -53,14 +52,13 @@ def _run_or_call(run_id: str) -> RunRecord | PlannerRecord:
     :raises UsageError: there is neither, or the record is damaged.
     """
     from ..errors import UsageError
-    from ..records import planner_calls as records
-    from ..records import run_records
+    from ..records import planner_calls, run_records
 
     run_path = run_records.record_path(run_id)
     if os.path.lexists(run_path):
         return run_records.read_run_record(run_id)
-    if os.path.lexists(records.record_path(run_id)):
-        return records.read_record(run_id)
+    if os.path.lexists(planner_calls.record_path(run_id)):
+        return planner_calls.read_record(run_id)
     raise UsageError(
         f"there is no record of run {run_id!r} in {run_path.parent} (records are kept on "
         "the machine that ran it, 30 days by default; see `agent runs list`)"

@@ -37,7 +37,7 @@ def report(
     """
     from ..batches.batch import blank_key, read_results, without_key
     from ..errors import UsageError
-    from ..records import planner_calls as records
+    from ..records import planner_calls
     from ..report import ResultsSource, merged, render_report
     from . import terminal
 
@@ -63,7 +63,7 @@ def report(
             sources.append(ResultsSource(blank_key(label), [without_key(r) for r in found]))
         title = sources[0].label if len(sources) == 1 else f"{len(sources)} results files"
         try:
-            records.write_private_file(html, render_report(sources, title=title))
+            planner_calls.write_private_file(html, render_report(sources, title=title))
         except OSError as error:
             raise UsageError(f"cannot write {str(html)!r}: {error.strerror}") from None
         rows = merged(sources)

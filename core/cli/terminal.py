@@ -265,9 +265,9 @@ def _fail(
 def has_record(task_id: str) -> bool:
     """Whether ``agent logs TASK_ID`` has something to show."""
     from ..errors import UsageError
-    from ..records import planner_calls as records
+    from ..records import planner_calls
 
     try:
-        return records.record_path(task_id).is_file()
+        return planner_calls.record_path(task_id).is_file()
     except UsageError:
         return False

@@ -18,7 +18,7 @@ from ..model import (
     PlanRequest,
     SeedProject,
 )
-from ..records import planner_calls as records
+from ..records import planner_calls
 from .context import MAX_LEFT_OUT_LISTED, PlannerContext, planner_context
 
 
@@ -54,7 +54,7 @@ def prompt_summary(request: PlanRequest, details: Mapping[str, object]) -> str |
     """``prompt: 48,213 bytes; 12 context files left out``: the prompt's size as the planner
     reported it in its details (:class:`~.records.ProviderRequestInfo`), and what was left
     out; ``None`` when there is neither to say."""
-    info = records.reported_request(details)
+    info = planner_calls.reported_request(details)
     said = []
     if info is not None and info.prompt_bytes is not None:
         said.append(f"prompt: {info.prompt_bytes:,} bytes")

@@ -21,7 +21,7 @@ from ..model import PatchPlan, SeedProject
 from ..plans import contract
 from ..provider import API_KEY_ENV
 from ..serialization import describe_structure_error, structure, to_json
-from . import planner_calls as records
+from . import planner_calls
 from .planner_calls import UnreadableRecord, read_kept_file
 from .run_record_layout import RUN_RECORD_FORMAT, RunRecord
 
@@ -42,7 +42,7 @@ def is_run_id(text: str) -> bool:
 
 def records_directory(environ: Mapping[str, str] = os.environ) -> Path:
     """``$XDG_STATE_HOME/sandboxed-coding-agent/run-records``."""
-    return records.state_directory(environ) / "run-records"
+    return planner_calls.state_directory(environ) / "run-records"
 
 
 def record_path(run_id: str, environ: Mapping[str, str] = os.environ) -> Path:
@@ -60,7 +60,7 @@ def write_run_record(record: RunRecord, environ: Mapping[str, str] = os.environ)
     :raises OSError: the state directory cannot be written.
     """
     path = record_path(record.run_id, environ)
-    records.write_private_file(path, _blank_key(to_json(record, indent=2), environ) + "\n")
+    planner_calls.write_private_file(path, _blank_key(to_json(record, indent=2), environ) + "\n")
     return path
 
 

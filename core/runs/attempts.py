@@ -34,7 +34,7 @@ from ..plans.plan_requests import feedback_on, plan_request, prompt_summary
 from ..plans.policy_checks import check_plan
 from ..protocols import PatchPolicy, Planner, PreparingRunner, Runner, StoppableRunner
 from ..provider import MODEL_ENV
-from ..records import planner_calls as records
+from ..records import planner_calls
 from ..verdicts.evidence import TestList, evidence_tier
 from ..verdicts.grading import is_graded
 from ..verdicts.output_tests import NO_TEST_COMMAND
@@ -224,7 +224,7 @@ class Search:
                 self.seed, self.instruction, self.files, self.options, feedback, self.context
             )
             try:
-                planned = records.call_planner(self.planner, request, environ=self.environ)
+                planned = planner_calls.call_planner(self.planner, request, environ=self.environ)
             except PlanRejected as error:  # the planner's own check of the contract
                 cost = self.ledger.add_usage(error.usage, self._models(None))
                 if not self.reports_attempts:

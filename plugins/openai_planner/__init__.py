@@ -62,7 +62,7 @@ from sandboxed_coding_agent.core.hookspecs import hookimpl
 from sandboxed_coding_agent.core.model import PlannerResult, PlanRequest
 from sandboxed_coding_agent.core.plans import contract, edits
 from sandboxed_coding_agent.core.protocols import Check, Planner
-from sandboxed_coding_agent.core.records import planner_calls as records
+from sandboxed_coding_agent.core.records import planner_calls
 
 from .answer import extract_json_object, parse_completion
 from .call import PlannerCall
@@ -162,7 +162,7 @@ class OpenAICompatiblePlanner:
     def _plan(self, call: PlannerCall, request: PlanRequest) -> PlannerResult:
         _refuse_to_send_the_key(call, request)
         body = request_body(call.settings.model, request)
-        call.request_info = records.ProviderRequestInfo(
+        call.request_info = planner_calls.ProviderRequestInfo(
             url=call.settings.completions_url,
             model=call.settings.model,
             messages=len(body["messages"]),

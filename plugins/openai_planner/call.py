@@ -13,7 +13,7 @@ import attrs
 from sandboxed_coding_agent.core.errors import PlanRejected, ProviderError
 from sandboxed_coding_agent.core.model import PlannerOptions, TokenUsage
 from sandboxed_coding_agent.core.provider import MIN_SECRET_CHARS
-from sandboxed_coding_agent.core.records import planner_calls as records
+from sandboxed_coding_agent.core.records import planner_calls
 
 from .settings import CONTROL, ProviderSettings
 
@@ -53,8 +53,8 @@ class PlannerCall:
         self.answer_bound = answer_bound
         self.task_id = new_planner_task_id()
         self.started = time.monotonic()
-        self.attempts: list[records.ProviderAttempt] = []
-        self.request_info: records.ProviderRequestInfo | None = None
+        self.attempts: list[planner_calls.ProviderAttempt] = []
+        self.request_info: planner_calls.ProviderRequestInfo | None = None
         self.excerpt: str | None = None
         self.finish_reason: str | None = None
         self.response_id: str | None = None
@@ -95,7 +95,7 @@ class PlannerCall:
     def keep_excerpt(self, text: str | bytes) -> None:
         if isinstance(text, bytes):
             text = text.decode("utf-8", errors="replace")
-        self.excerpt = records.excerpt(self.redact(_well_formed(text)))
+        self.excerpt = planner_calls.excerpt(self.redact(_well_formed(text)))
 
     def log_attempt(
         self,
@@ -107,7 +107,7 @@ class PlannerCall:
         response_format: str | None,
     ) -> None:
         self.attempts.append(
-            records.ProviderAttempt(
+            planner_calls.ProviderAttempt(
                 number=len(self.attempts) + 1,
                 started_seconds=round(started - self.started, 3),
                 seconds=round(time.monotonic() - started, 3),
@@ -125,7 +125,7 @@ class PlannerCall:
 
     def details(self) -> dict[str, Any]:
         """What ``agent logs`` shows of the call: the request, each attempt, the answer's start."""
-        return records.provider_details(
+        return planner_calls.provider_details(
             request=self.request_info,
             attempts=self.attempts,
             finish_reason=self.finish_reason,

@@ -129,7 +129,7 @@ def evaluate(
 ) -> None:
     """Test predictions in the sandbox and grade them on FAIL_TO_PASS and PASS_TO_PASS."""
     from ...errors import UsageError
-    from ...records import planner_calls as records
+    from ...records import planner_calls
     from ...report import render_html
     from ...swebench import evaluation
     from ...swebench.specs import Specs, read_specs
@@ -193,13 +193,13 @@ def evaluate(
         summary = evaluation.report(known, [job.prediction.instance_id for job in todo], finished)
         try:
             if report_file is not None:
-                records.write_private_file(report_file, json.dumps(summary, indent=4) + "\n")
+                planner_calls.write_private_file(report_file, json.dumps(summary, indent=4) + "\n")
             if html is not None:
                 page = render_html(
                     [evaluation.as_task_result(result) for result in finished],
                     title=f"SWE-bench evaluation of {predictions_file.name}",
                 )
-                records.write_private_file(html, page)
+                planner_calls.write_private_file(html, page)
         except OSError as error:
             raise UsageError(f"cannot write the report: {error.strerror}") from None
         if as_json:

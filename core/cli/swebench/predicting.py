@@ -47,7 +47,7 @@ def predictions(
     """Write SWE-bench predictions from a batch's results: each instance's chosen patch."""
     from ...batches.batch import read_results, without_key
     from ...errors import EXIT_CODES, UsageError
-    from ...records import planner_calls as records
+    from ...records import planner_calls
     from ...seeds.patterns import has_control_character
     from ...swebench import predictions as predicting
 
@@ -68,7 +68,7 @@ def predictions(
             say(problem)
         text = "".join(json.dumps(p.line(), ensure_ascii=False) + "\n" for p in made)
         try:
-            records.write_private_file(out, text)
+            planner_calls.write_private_file(out, text)
         except OSError as error:
             raise UsageError(f"cannot write {str(out)!r}: {error.strerror}") from None
         with_patch = sum(1 for p in made if p.model_patch)
