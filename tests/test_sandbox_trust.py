@@ -136,11 +136,19 @@ def parent_of(pid: int) -> int | None:
     return int(fields[1]) if len(fields) > 1 else None
 
 
+def _command_line(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return []
+
+
 def sandbox_credentials_while_running() -> dict[int, dict[str, list[int]]]:
     """Credentials of every host process of a running sandbox (bwrap and the test included).
 
-    The test command carries a marker; its parent is the sandbox's PID 1 (the
-    harness), whose parent is bwrap outside.
+    The test command carries a marker; its parent is the sandbox's PID 1 (for this job,
+    judged by its exit status, the shell of ``local_sandbox.init``), whose parent is bwrap
+    outside.
     """
     tag = f"sca-{uuid.uuid4().hex}"
     seed = calculator_seed()
@@ -159,8 +167,11 @@ def sandbox_credentials_while_running() -> dict[int, dict[str, list[int]]]:
         assert wait_until(lambda: len(host_processes_with(tag)) >= 1, timeout=15)
         seen = {}
         for test in host_processes_with(tag):
+            # The test itself, not bwrap or PID 1, whose command lines hold it too.
+            if _command_line(test)[2:3] != [f"import time; time.sleep(3)  # {tag}"]:
+                continue
             pid: int | None = test
-            for _ in range(3):  # the test, the harness as PID 1, bwrap
+            for _ in range(3):  # the test, PID 1, bwrap
                 if pid is None:
                     break
                 try:
@@ -177,7 +188,7 @@ def sandbox_credentials_while_running() -> dict[int, dict[str, list[int]]]:
 def test_no_process_of_the_sandbox_is_host_root() -> None:
     seen = sandbox_credentials_while_running()
 
-    assert len(seen) >= 3  # bwrap outside, the harness as the sandbox's PID 1, the test
+    assert len(seen) >= 3  # bwrap outside, the sandbox's PID 1, the test
     uids = {credentials["Uid"][0] for credentials in seen.values()}
     assert len(uids) == 1, seen
     for pid, credentials in seen.items():
@@ -468,3 +479,42 @@ def test_a_sandbox_runs_at_an_ordinary_priority_whatever_the_caller_had(
     assert int(policy) == os.SCHED_OTHER, seen  # not SCHED_FIFO (1)
     assert int(nice) >= 0, seen
     assert int(io_class) != 1, seen  # not the realtime I/O class
+
+
+def _exit_status_job(*command: str) -> SandboxOutcome:
+    """A job no framework reads and without output tests: its PID 1 is ``local_sandbox.init``."""
+    job = SandboxJob(seed="status", files={"data.txt": b"x\n"}, test_command=command)
+    return LocalSandbox().run_test(job)
+
+
+def test_a_command_judged_by_its_exit_status_has_pid_1_out_of_its_reach() -> None:
+    outcome = _exit_status_job(
+        "sh",
+        "-c",
+        "for f in environ mem; do head -c 1 /proc/1/$f >/dev/null 2>&1 && echo read $f; done;"
+        "readlink /proc/1/exe || echo no exe; ls -l /.sandboxed-coding-agent/",
+    )
+
+    assert outcome.exit_code == 0, outcome.output
+    assert "read " not in outcome.output
+    assert "no exe" in outcome.output
+    # Execute-only: the kernel makes a process of a program it may not read non-dumpable.
+    assert "---x--x--x" in outcome.output
+    assert " sh\n" in outcome.output
+
+
+def test_a_command_judged_by_its_exit_status_starts_as_through_execvp() -> None:
+    echo = subprocess.run(["/usr/bin/echo", "--version"], capture_output=True, text=True)
+    if "coreutils" not in echo.stdout:
+        pytest.skip("this machine's /usr/bin/echo is not GNU coreutils'")
+
+    named_like_a_builtin = _exit_status_job("echo", "--version")
+    killed = _exit_status_job("sh", "-c", "kill -TERM $$")
+    missing = _exit_status_job("no-such-command-here", "x")
+
+    # The program on PATH, not the shell's builtin of the same name (which prints --version).
+    assert "coreutils" in named_like_a_builtin.output
+    assert named_like_a_builtin.exit_code == 0
+    assert killed.exit_code == 128 + 15
+    assert missing.exit_code == 127
+    assert "no-such-command-here" in missing.output

@@ -47,6 +47,7 @@ from .bwrap import (
 )
 from .cgroups import SandboxGroups
 from .checks import LocalSandboxCheck
+from .init import INIT_PATH, exit_status_only, init_argv, init_program
 from .limits import limit_hit, rlimits
 from .process import BoundedOutput, run_sandbox
 from .runtime import prepare_runtime
@@ -255,19 +256,29 @@ class LocalSandbox:
         editable = set(job.files) if job.harness is None else set(job.harness.editable)
         writable = {path: data for path, data in job.files.items() if path in editable}
         fixed = {path: data for path, data in job.files.items() if path not in editable}
-        fixed.update({f"{HARNESS_DIR}/{name}": data for name, data in harness.files().items()})
+        shell = init_program() if exit_status_only(job) else None
+        programs = {} if shell is None else {INIT_PATH: shell[0]}
+        if shell is None:
+            fixed.update({f"{HARNESS_DIR}/{name}": data for name, data in harness.files().items()})
         report = HarnessReport()
         with (
             _in_memory(writable) as files,
             _in_memory(fixed) as read_only_files,
+            _in_memory(programs) as program_files,
             _filter_file(sandbox_filter(memory_group=groups.bounds_memory)) as seccomp_fd,
             report.receiving() as report_fd,
         ):
             status = pipe()
-            settings = verdict.harness_settings(
-                job, test_argv(job, python), report_fd, writable=WRITABLE_FOLDERS
-            )
-            setup_fd = _memory_file("harness-setup", settings)
+            setup_fd: int | None = None
+            if shell is None:
+                settings = verdict.harness_settings(
+                    job, test_argv(job, python), report_fd, writable=WRITABLE_FOLDERS
+                )
+                setup_fd = _memory_file("harness-setup", settings)
+                command = harness_argv(python, setup_fd, site=job.runtime is not None)
+            else:
+                # Nothing to sign: PID 1 only starts the command and holds its status.
+                command = init_argv(shell[1], test_argv(job, python))
             argv = build_command(
                 bwrap,
                 job,
@@ -279,8 +290,9 @@ class LocalSandbox:
                 hide=hide,
                 seccomp_fd=seccomp_fd,
                 read_only_files=read_only_files,
-                command=harness_argv(python, setup_fd, site=job.runtime is not None),
+                command=command,
                 tree=mounts,
+                programs=program_files,
             )
             launch = Launch(
                 groups=groups,
@@ -307,9 +319,9 @@ class LocalSandbox:
                     launch=launch,
                     status_pipe=status,
                     pass_fds=[
-                        *(fd for fd, _ in (*files, *read_only_files)),
+                        *(fd for fd, _ in (*files, *read_only_files, *program_files)),
                         *([] if seccomp_fd is None else [seccomp_fd]),
-                        setup_fd,
+                        *([] if setup_fd is None else [setup_fd]),
                         report_fd,
                     ],
                     timeout=job.limits.test_timeout_seconds,
@@ -320,7 +332,8 @@ class LocalSandbox:
             except OSError as error:
                 raise SandboxError(f"could not start bwrap: {error}") from None
             finally:
-                os.close(setup_fd)
+                if setup_fd is not None:
+                    os.close(setup_fd)
         # A timeout shorter than the sandbox's own start is still the test's timeout (the
         # wall clock counts from the start), and a sandbox stopped before it started is
         # stopped: neither is a sandbox that could not be created.

@@ -193,7 +193,8 @@ def test_argv(job: SandboxJob, python: str) -> list[str]:
 
 
 def harness_argv(python: str, setup_fd: int, *, site: bool) -> list[str]:
-    """How the sandbox's PID 1, the harness, is started (see ``core/harness``).
+    """How the sandbox's PID 1, the harness, is started (see ``core/harness``) for a job
+    whose report it signs (otherwise PID 1 is the shell of :mod:`.init`).
 
     :param site: whether it needs ``site`` (a runtime's packages: pytest); without a
         runtime the site folders are empty anyway, and skipping ``site`` starts it faster.
@@ -215,6 +216,7 @@ def build_command(
     read_only_files: Sequence[tuple[int, str]] = (),
     command: Sequence[str] | None = None,
     tree: Sequence[str] = (),
+    programs: Sequence[tuple[int, str]] = (),
 ) -> list[str]:
     """The full ``bwrap`` argv for ``job``.
 
@@ -228,9 +230,12 @@ def build_command(
     :param read_only_files: (descriptor, path in the sandbox) of each file bound
         read-only: the seed's other files (its tests above all) and the harness. Such a
         file cannot be written, replaced, renamed or deleted inside.
-    :param command: what the sandbox's PID 1 runs (the harness); the test command if not given.
+    :param command: what the sandbox's PID 1 runs (the harness, or the shell of
+        :mod:`.init`); the test command if not given.
     :param tree: the arguments binding a git seed's tree into the workspace
         (:func:`.tree.tree_mounts`), placed before the seed's files.
+    :param programs: (descriptor, path in the sandbox) of each program bound read-only and
+        execute-only (mode ``0111``): the shell of :mod:`.init`.
     """
     test_command = test_argv(job, python) if command is None else list(command)
     size = str(job.limits.disk_mb * MIB)
@@ -239,14 +244,17 @@ def build_command(
         copies += ["--perms", "0644", "--file", str(fd), path]
     for fd, path in read_only_files:
         copies += ["--perms", "0444", "--ro-bind-data", str(fd), path]
+    for fd, path in programs:
+        copies += ["--perms", "0111", "--ro-bind-data", str(fd), path]
     path = ":".join([*bin_dirs, "/usr/local/bin", "/usr/bin", "/bin"])
     return [
         str(bwrap),
         "--json-status-fd", str(status_fd),
         "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
         "--unshare-cgroup-try",
-        # The first process is the harness, not bwrap's own init: its exit status, which
-        # bwrap's monitor outside reads with waitpid, is held by no process inside.
+        # The first process is the harness (or the shell of .init), not bwrap's own init:
+        # its exit status, which bwrap's monitor outside reads with waitpid, is held by no
+        # process inside, and it is not dumpable.
         "--as-pid-1",
         "--disable-userns",
         "--uid", "1000", "--gid", "1000",
