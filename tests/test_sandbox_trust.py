@@ -164,12 +164,15 @@ def sandbox_credentials_while_running() -> dict[int, dict[str, list[int]]]:
     run = threading.Thread(target=lambda: outcome.append(LocalSandbox().run_test(job)))
     run.start()
     try:
-        assert wait_until(lambda: len(host_processes_with(tag)) >= 1, timeout=15)
+        # The test itself, not bwrap or PID 1, whose command lines hold its marker too.
+        command = f"import time; time.sleep(3)  # {tag}"
+
+        def tests() -> list[int]:
+            return [p for p in host_processes_with(tag) if _command_line(p)[2:3] == [command]]
+
+        assert wait_until(lambda: len(tests()) >= 1, timeout=15)
         seen = {}
-        for test in host_processes_with(tag):
-            # The test itself, not bwrap or PID 1, whose command lines hold it too.
-            if _command_line(test)[2:3] != [f"import time; time.sleep(3)  # {tag}"]:
-                continue
+        for test in tests():
             pid: int | None = test
             for _ in range(3):  # the test, PID 1, bwrap
                 if pid is None:
