@@ -110,7 +110,7 @@ def _load(name: str) -> Any:
     ``sys.path``); the pytest plugin only once pytest is there to import."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+    path = _beside(name)
     if name == "pytest_plugin":
         return _Lazy(path)
     spec = importlib.util.spec_from_file_location(f"_sandboxed_coding_agent_{name}", path)
@@ -121,8 +121,15 @@ def _load(name: str) -> Any:
     return module
 
 
+def _beside(name: str) -> str:
+    """The path of the harness's module ``name``: compiled (``.pyc``) when this one is."""
+    here = os.path.abspath(__file__)
+    suffix = ".pyc" if here.endswith(".pyc") else ".py"
+    return os.path.join(os.path.dirname(here), name + suffix)
+
+
 class _Lazy:
-    """A helper module loaded on first use (``pytest_plugin`` imports pytest)."""
+    """A helper module loaded on first use (``pytest_plugin`` imports pytest), from ``path``."""
 
     def __init__(self, path: str) -> None:
         self._path = path

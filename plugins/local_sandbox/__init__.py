@@ -258,8 +258,12 @@ class LocalSandbox:
         fixed = {path: data for path, data in job.files.items() if path not in editable}
         shell = init_program() if exit_status_only(job) else None
         programs = {} if shell is None else {INIT_PATH: shell[0]}
+        main = "main.py"
         if shell is None:
-            fixed.update({f"{HARNESS_DIR}/{name}": data for name, data in harness.files().items()})
+            # The agent's own interpreter runs the harness compiled; a runtime's, from source.
+            harness_files = harness.files() if job.runtime else harness.compiled_files(HARNESS_DIR)
+            main = "main.py" if "main.py" in harness_files else "main.pyc"
+            fixed.update({f"{HARNESS_DIR}/{name}": data for name, data in harness_files.items()})
         report = HarnessReport()
         with (
             _in_memory(writable) as files,
@@ -275,7 +279,7 @@ class LocalSandbox:
                     job, test_argv(job, python), report_fd, writable=WRITABLE_FOLDERS
                 )
                 setup_fd = _memory_file("harness-setup", settings)
-                command = harness_argv(python, setup_fd, site=job.runtime is not None)
+                command = harness_argv(python, setup_fd, site=job.runtime is not None, main=main)
             else:
                 # Nothing to sign: PID 1 only starts the command and holds its status.
                 command = init_argv(shell[1], test_argv(job, python))

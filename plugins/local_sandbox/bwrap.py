@@ -192,14 +192,17 @@ def test_argv(job: SandboxJob, python: str) -> list[str]:
     return test_command
 
 
-def harness_argv(python: str, setup_fd: int, *, site: bool) -> list[str]:
+def harness_argv(python: str, setup_fd: int, *, site: bool, main: str = "main.py") -> list[str]:
     """How the sandbox's PID 1, the harness, is started (see ``core/harness``) for a job
     whose report it signs (otherwise PID 1 is the shell of :mod:`.init`).
 
     :param site: whether it needs ``site`` (a runtime's packages: pytest); without a
         runtime the site folders are empty anyway, and skipping ``site`` starts it faster.
+    :param main: the file it starts from: ``main.py``, or ``main.pyc`` where the harness is
+        bound compiled (:func:`sandboxed_coding_agent.core.harness.compiled_files`).
     """
-    return [python, "-I", "-B", *([] if site else ["-S"]), f"{HARNESS_DIR}/main.py", str(setup_fd)]
+    site_flags = [] if site else ["-S"]
+    return [python, "-I", "-B", *site_flags, f"{HARNESS_DIR}/{main}", str(setup_fd)]
 
 
 def build_command(
