@@ -417,6 +417,8 @@ def _print_summary(result: RunResult) -> None:
             lines.append(f"record:          agent logs {result.planner_task_id}")
     if result.run_id is not None:
         lines.append(f"run ID:          {result.run_id} (agent logs / agent replay / agent diff)")
+        if result.tests_passed:
+            lines.append(f"apply it:        agent apply {result.run_id}")
     if len(result.attempts) > 1:
         lines.append(f"attempts:        {_describe_attempts(result.attempts)}")
     if result.candidates:
