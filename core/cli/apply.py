@@ -22,6 +22,7 @@ def apply(
             metavar="DIR",
             help="The folder to change (default: the current one).",
             file_okay=False,
+            show_default=False,
         ),
     ] = Path(),
     force: Annotated[
