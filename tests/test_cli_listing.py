@@ -249,11 +249,11 @@ NO_PROVIDER = {"CODING_AGENT_BASE_URL": "", "CODING_AGENT_MODEL": "", "CODING_AG
 
 
 def test_doctor_for_plan_files_only_needs_no_provider_variables(run_agent: RunAgent) -> None:
-    default = run_agent("doctor", env=NO_PROVIDER)
+    named = run_agent("doctor", "--planner", "openai", env=NO_PROVIDER)
     plan_files_only = run_agent("doctor", "--no-planner", "--json", env=NO_PROVIDER)
 
-    assert default.returncode == 2, default.stdout
-    assert "FAIL  provider variables" in default.stdout
+    assert named.returncode == 2, named.stdout
+    assert "FAIL  provider variables" in named.stdout
     assert plan_files_only.returncode == 0, plan_files_only.stdout
     report = plan_files_only.json()
     assert (report["ready"], report["planner"], report["runner"]) == (True, None, "local")

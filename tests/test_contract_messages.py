@@ -28,7 +28,16 @@ def messages(
         ("a\\b.py", [("path-backslash", "the path contains a backslash", "a\\b.py")]),
         ("a\x00.py", [("path-nul", "the path contains a NUL character", "'a\\x00.py'")]),
         ("a\x1b.py", [("path-control", "the path contains a control character", "'a\\x1b.py'")]),
-        ("/etc/passwd", [("path-segment", "the path has an absolute path", "/etc/passwd")]),
+        (
+            "/etc/passwd",
+            [
+                (
+                    "path-segment",
+                    "/etc/passwd is an absolute path; give the path relative to the seed's folder",
+                    "/etc/passwd",
+                )
+            ],
+        ),
         (
             "a/../b.py",
             [("path-segment", "the path has an empty, '.' or '..' segment", "a/../b.py")],

@@ -90,7 +90,7 @@ def test_doctor_never_shows_the_api_key(run_agent: RunAgent) -> None:
 
 
 def test_doctor_without_the_key_fails_and_names_the_variable(run_agent: RunAgent) -> None:
-    run = run_agent("doctor", env={"CODING_AGENT_API_KEY": ""})
+    run = run_agent("doctor", "--planner", "openai", env={"CODING_AGENT_API_KEY": ""})
 
     assert run.returncode == 2, run.stdout + run.stderr
     line = next(line for line in run.stdout.splitlines() if "provider variables" in line)
@@ -101,6 +101,44 @@ def test_doctor_without_the_key_fails_and_names_the_variable(run_agent: RunAgent
     assert line.rstrip().endswith("CODING_AGENT_API_KEY is not set")
     assert run.stdout.count("agent run --plan") == 1
     assert "not ready: 1 required item(s) failed" in run.stdout
+
+
+NO_PROVIDER = {"CODING_AGENT_BASE_URL": "", "CODING_AGENT_MODEL": "", "CODING_AGENT_API_KEY": ""}
+
+
+def test_doctor_without_a_provider_is_ready_for_plan_files_and_says_what_model_runs_need(
+    run_agent: RunAgent,
+) -> None:
+    run = run_agent("doctor", env=NO_PROVIDER)
+    as_json = run_agent("doctor", "--json", env=NO_PROVIDER)
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    line = next(line for line in run.stdout.splitlines() if "provider variables" in line)
+    assert line.startswith("WARN"), line
+    assert "(needed for model runs with planner 'openai', not for plan files)" in line
+    assert "fix: export CODING_AGENT_BASE_URL, CODING_AGENT_MODEL, CODING_AGENT_API_KEY" in (
+        run.stdout
+    )
+    assert run.stdout.rstrip().endswith(
+        "ready for plan files (agent run --plan): every required item is OK; "
+        "model runs with planner 'openai' need its items above"
+    )
+    assert as_json.returncode == 0
+    report = as_json.json()
+    assert (report["ready"], report["planner_ready"]) == (True, False)
+    provider = findings_of(as_json.stdout)["provider variables"]
+    assert (provider["ok"], provider["required"]) == (False, False)
+
+
+def test_doctor_without_a_provider_is_still_not_ready_when_the_sandbox_cannot_start(
+    run_agent: RunAgent,
+) -> None:
+    run = run_agent("doctor", env={**NO_PROVIDER, "SANDBOXED_CODING_AGENT_BWRAP": "relative/bwrap"})
+
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "FAIL  bwrap" in run.stdout
+    assert "WARN  provider variables" in run.stdout
+    assert run.stdout.rstrip().endswith("not ready: 1 required item(s) failed")
 
 
 def in_outer_sandbox(

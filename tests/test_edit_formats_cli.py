@@ -169,6 +169,34 @@ def test_plan_file_whose_diff_does_not_apply_is_a_refused_plan(
     assert "Traceback" not in run.stderr
 
 
+def test_plan_file_that_is_neither_json_nor_a_diff_is_a_usage_error_naming_the_file(
+    run_agent: RunAgent, write_plan: Callable[..., Path], tmp_path: Path
+) -> None:
+    prose = write_plan("Fix calculator.add so the test passes.\n")
+    empty = write_plan("")
+    binary = tmp_path / "plan.bin"
+    binary.write_bytes(b"\xff\xfe\x00plan")
+    cases = [(prose, "read as JSON: Expecting value"), (empty, "it is empty")]
+    cases.append((binary, "it is not UTF-8 text"))
+
+    for plan, why in cases:
+        run = run_agent("run", "--plan", str(plan))
+        as_json = run_agent("run", "--plan", str(plan), "--json")
+
+        assert run.returncode == 2, run.stderr
+        assert run.stderr.startswith(
+            f"agent: usage error: plan file '{plan}' is neither a plan's JSON nor a unified "
+            f"diff ({why}"
+        ), run.stderr
+        assert len(run.stderr.splitlines()) == 1
+        assert "policy" not in run.stderr
+        assert as_json.returncode == 2
+        assert as_json.json()["error"]["kind"] == "usage"
+        assert run.sandboxes == []
+    # A JSON plan of the wrong shape is still a plan a policy judges.
+    assert run_agent("run", "--plan", str(write_plan([1, 2]))).returncode == 4
+
+
 def test_plan_file_diff_never_tells_a_hidden_test_from_an_absent_file(
     run_agent: RunAgent, write_plan: Callable[..., Path], tmp_path: Path
 ) -> None:

@@ -85,6 +85,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "diff",
         "Print the patch a recorded run chose, as a diff `git apply` accepts.",
     ),
+    "apply": (
+        "apply",
+        "apply",
+        "Write the change a recorded run proved into a folder (default: the current one).",
+    ),
     "swebench": (
         "swebench",
         "app",

@@ -17,13 +17,15 @@ if TYPE_CHECKING:
 
 def doctor(
     planner: Annotated[
-        str,
+        str | None,
         typer.Option(
             metavar="NAME",
-            help="The planner you run (see `agent planners list`); other planners' items "
-            "are information, not failures.",
+            help="The planner you run (see `agent planners list`): its items are required; "
+            "other planners' items are information, not failures. Without it, the default "
+            f"planner's ({DEFAULT_PLANNER}) items are needed for model runs only.",
+            show_default=False,
         ),
-    ] = DEFAULT_PLANNER,
+    ] = None,
     no_planner: Annotated[
         bool,
         typer.Option(
@@ -45,12 +47,18 @@ def doctor(
     """Check that this machine has what a run needs: each item OK, or how to fix it.
 
     Checked for the default planner and runner unless --planner, --no-planner or
-    --runner say which ones you use.
+    --runner say which ones you use. Without --planner, a problem of the default
+    planner (no provider variables, say) is a warning: the machine is ready for plan
+    files (agent run --plan), and the fix says what model runs need. Exit codes: 0 every
+    required item is OK; 2 one is not (the sandbox cannot start, or a planner named
+    with --planner is not set up).
     """
     from ..protocols import DoctorContext
     from ..runs.doctor import (
         EXIT_NOT_READY,
         INSTALLATION_CHECKS,
+        for_model_runs,
+        planner_plugin,
         plugins_not_in_use,
         ready,
         run_checks,
@@ -59,20 +67,32 @@ def doctor(
 
     with reporting(as_json, debug):
         host = load_plugins()
-        if no_planner and planner != DEFAULT_PLANNER:
+        if no_planner and planner is not None:
             raise UsageError("give either --planner NAME or --no-planner, not both")
         context = DoctorContext(
-            planner=None if no_planner else host.planner(planner).name,
+            planner=None if no_planner else host.planner(planner or DEFAULT_PLANNER).name,
             runner=host.runner(runner).name,
         )
         checks = [("core", check) for check in INSTALLATION_CHECKS]
         checks += [(registered.plugin, registered.item) for registered in host.checks.values()]
-        findings = run_checks(checks, context, not_in_use=plugins_not_in_use(host, context))
+        not_in_use = plugins_not_in_use(host, context)
+        planners = planner_plugin(host, context)
+        findings: list[Finding] = []
+        planner_ok = True
+        for plugin, check in checks:
+            found = run_checks([(plugin, check)], context, not_in_use=not_in_use)
+            if plugin == planners:
+                planner_ok = planner_ok and all(f.ok for f in found)
+                if planner is None and context.planner is not None:
+                    found = [for_model_runs(f, context.planner) for f in found]
+            findings.extend(found)
         all_ready = ready(findings)
+        planner_ready = None if context.planner is None else planner_ok
         if as_json:
             print_json(
                 {
                     "ready": all_ready,
+                    "planner_ready": planner_ready,
                     "planner": context.planner,
                     "runner": context.runner,
                     "findings": to_jsonable(findings),
@@ -80,11 +100,13 @@ def doctor(
                 indent=2,
             )
         else:
-            _print_findings(findings, all_ready)
+            _print_findings(findings, all_ready, None if planner_ready else context.planner)
     raise typer.Exit(EXIT_TESTS_PASSED if all_ready else EXIT_NOT_READY)
 
 
-def _print_findings(findings: Sequence[Finding], all_ready: bool) -> None:
+def _print_findings(
+    findings: Sequence[Finding], all_ready: bool, planner_not_set_up: str | None
+) -> None:
     width = max((len(f.item) for f in findings), default=0)
     colours = {"OK": "green", "WARN": "yellow", "FAIL": "red"}
     for finding in findings:
@@ -93,8 +115,12 @@ def _print_findings(findings: Sequence[Finding], all_ready: bool) -> None:
         if finding.fix and not finding.ok:
             echo(one_line(f"      {'':<{width}}  fix: {finding.fix}"))
     failed = sum(1 for f in findings if f.required and not f.ok)
-    typer.echo(
-        "\nready: every required item is OK"
-        if all_ready
-        else f"\nnot ready: {failed} required item(s) failed"
-    )
+    if not all_ready:
+        typer.echo(f"\nnot ready: {failed} required item(s) failed")
+    elif planner_not_set_up is not None:
+        echo(
+            "\nready for plan files (agent run --plan): every required item is OK; "
+            f"model runs with planner {planner_not_set_up!r} need its items above"
+        )
+    else:
+        typer.echo("\nready: every required item is OK")

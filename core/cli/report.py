@@ -24,24 +24,34 @@ def report(
         ),
     ],
     html: Annotated[
-        Path,
+        Path | None,
         typer.Option("--html", metavar="FILE", help="Write the HTML report here.", dir_okay=False),
-    ],
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print what the report summarises as JSON on stdout (with or without --html).",
+        ),
+    ] = False,
     debug: DebugOption = False,
 ) -> None:
     """Write batches' results as one self-contained HTML report (no network resources).
 
     In each file the last line of a task counts. A task ID found in several files is
     shown as FILE:ID (FILE is the file's name, or its path when two files share a name).
-    A damaged file refuses the whole report.
+    A damaged file refuses the whole report. Give --html FILE, --json, or both.
     """
     from ..batches.batch import blank_key, read_results, without_key
     from ..errors import UsageError
     from ..records import planner_calls
     from ..report import ResultsSource, merged, render_report
+    from ..report.summary import report_summary
     from . import terminal
 
-    with terminal.reporting(False, debug):
+    with terminal.reporting(as_json, debug):
+        if html is None and not as_json:
+            raise UsageError("give --html FILE to write the page, or --json to print the figures")
         sources: list[ResultsSource] = []
         labels = _labels(results)
         for path, label in zip(results, labels, strict=True):
@@ -58,17 +68,21 @@ def report(
                 )
             if not found:
                 raise UsageError(f"{str(path)!r} holds no results; no report written")
-            _check_report_path(html, path)
+            if html is not None:
+                _check_report_path(html, path)
             # A hand-made file may hold the key.
             sources.append(ResultsSource(blank_key(label), [without_key(r) for r in found]))
-        title = sources[0].label if len(sources) == 1 else f"{len(sources)} results files"
-        try:
-            planner_calls.write_private_file(html, render_report(sources, title=title))
-        except OSError as error:
-            raise UsageError(f"cannot write {str(html)!r}: {error.strerror}") from None
-        rows = merged(sources)
-        passed = sum(1 for row in rows if row.result.status == "passed")
-        terminal.say(f"wrote {html}: {len(rows)} tasks, {passed} passed")
+        if html is not None:
+            title = sources[0].label if len(sources) == 1 else f"{len(sources)} results files"
+            try:
+                planner_calls.write_private_file(html, render_report(sources, title=title))
+            except OSError as error:
+                raise UsageError(f"cannot write {str(html)!r}: {error.strerror}") from None
+            rows = merged(sources)
+            passed = sum(1 for row in rows if row.result.status == "passed")
+            terminal.say(f"wrote {html}: {len(rows)} tasks, {passed} passed")
+        if as_json:
+            terminal.print_json(report_summary(sources))
 
 
 def _labels(results: list[Path]) -> list[str]:

@@ -323,6 +323,7 @@ def read_plan_file(path: Path, seed: SeedProject | None = None) -> PatchPlan:
     files, or, given the seed whose files they change, JSON search/replace edits, a JSON
     ``{"diff": ...}`` or a unified diff as ``git diff`` writes it (see :mod:`..edits`).
 
+    :raises UsageError: the file cannot be read, or is neither JSON nor a unified diff (exit 2).
     :raises PlanRejected: the file is not a plan, or its edits do not apply (exit 4).
     """
     from ..plans import contract
@@ -341,6 +342,13 @@ def read_plan_file(path: Path, seed: SeedProject | None = None) -> PatchPlan:
                     message=f"the plan file is larger than {MAX_PLAN_FILE_BYTES} bytes",
                 )
             ]
+        )
+    from ..plans.edits import neither_json_nor_diff
+
+    problem = neither_json_nor_diff(data)
+    if problem is not None:
+        raise UsageError(
+            f"plan file {str(path)!r} is neither a plan's JSON nor a unified diff ({problem})"
         )
     if seed is None:
         return contract.parse_plan(data)
@@ -417,6 +425,8 @@ def _print_summary(result: RunResult) -> None:
             lines.append(f"record:          agent logs {result.planner_task_id}")
     if result.run_id is not None:
         lines.append(f"run ID:          {result.run_id} (agent logs / agent replay / agent diff)")
+        if result.tests_passed:
+            lines.append(f"apply it:        agent apply {result.run_id}")
     if len(result.attempts) > 1:
         lines.append(f"attempts:        {_describe_attempts(result.attempts)}")
     if result.candidates:

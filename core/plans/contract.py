@@ -416,9 +416,14 @@ def _path_problems(
     elif any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in path):
         yield _reject("path-control", "the path contains a control character", shown)
     bad_segments = [s for s in path.split("/") if s in ("", ".", "..")]
-    if bad_segments:
-        kind = "an absolute path" if path.startswith("/") else "an empty, '.' or '..' segment"
-        yield _reject("path-segment", f"the path has {kind}", shown)
+    if path.startswith("/"):
+        yield _reject(
+            "path-segment",
+            f"{shown} is an absolute path; give the path relative to the seed's folder",
+            shown,
+        )
+    elif bad_segments:
+        yield _reject("path-segment", "the path has an empty, '.' or '..' segment", shown)
     if path not in editable_paths:
         allowed = ", ".join(editable_paths) or "none"
         yield _reject("path-not-editable", f"the path is not editable (editable: {allowed})", shown)

@@ -125,6 +125,25 @@ def plan_from_plan_file(
     return parse_answer(data, files, limits=limits)
 
 
+def neither_json_nor_diff(data: bytes) -> str | None:
+    """Why a plan file is no plan of any format (neither JSON nor a unified diff), or
+    ``None`` when it is one of them, whatever its content: the user named the wrong file,
+    which is no plan a policy could judge."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return "it is not UTF-8 text"
+    if looks_like_diff(text):
+        return None
+    try:
+        json.loads(text)
+    except RecursionError:
+        return None  # JSON nested too deeply: the contract says so
+    except ValueError as error:
+        return "it is empty" if not text.strip() else f"read as JSON: {error}"
+    return None
+
+
 def _plan_from_edits(edits: object, files: Mapping[str, str], limits: SeedLimits) -> PatchPlan:
     if not isinstance(edits, list) or not 1 <= len(edits) <= MAX_EDITS:
         rule, count = (

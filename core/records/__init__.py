@@ -3,7 +3,8 @@
 Holds the planner-call records (:mod:`.planner_calls`, shown by :mod:`.planner_call_text`),
 the run records (:mod:`.run_records`: the classes in :mod:`.run_record_layout`, the files in
 :mod:`.run_record_files`), past runs
-(:mod:`.run_history`) and how long records are kept (:mod:`.retention`).
+(:mod:`.run_history`), how long records are kept (:mod:`.retention`) and how a run's
+change is written into a folder (:mod:`.applying`).
 
 May import: ``core.errors``, ``core.model``, ``core.serialization``, ``core.protocols``,
 ``core.plugins``, ``core.provider``, and the packages ``seeds``, ``plans`` and ``verdicts``;

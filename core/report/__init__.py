@@ -6,6 +6,9 @@ loading anything and running any other script. Without the script every task is
 listed and its details open all the same. Every piece of text from the results is
 escaped, and characters that would hide or reorder text are shown as code points: a
 test's output or a model's diff may hold markup, and it shows as text.
+
+``agent report --json`` prints what the page summarises, from the same rows
+(:mod:`.summary`).
 """
 
 from __future__ import annotations

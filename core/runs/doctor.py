@@ -16,7 +16,9 @@ to set this one up.
 ``agent doctor`` exits 0 when every *required* item is OK and
 :data:`EXIT_NOT_READY` otherwise; an item that is not required (a limit this
 machine cannot enforce, uv for seeds that declare a runtime, a planner not in
-use) is a warning.
+use) is a warning. Unless ``--planner`` names it, the default planner's items are
+warnings too (:func:`for_model_runs`): a machine without a provider is ready for plan
+files, and is told what model runs need.
 """
 
 from __future__ import annotations
@@ -91,6 +93,29 @@ def plugins_not_in_use(host: PluginHost, context: DoctorContext) -> dict[str, st
     return {
         plugin: " and ".join(things) for plugin, things in provides.items() if plugin not in in_use
     }
+
+
+def planner_plugin(host: PluginHost, context: DoctorContext) -> str | None:
+    """The plugin of the planner ``context`` names, unless it also registers the runner in
+    use (its items could not then be told apart) or no planner is in use."""
+    if context.planner is None or context.planner not in host.planners:
+        return None
+    plugin = host.planners[context.planner].plugin
+    runner = host.runners.get(context.runner)
+    return None if runner is not None and runner.plugin == plugin else plugin
+
+
+def for_model_runs(finding: Finding, planner: str) -> Finding:
+    """``finding`` of the default planner, which only runs that ask a model need: a problem
+    is a warning, since plan files (``agent run --plan``) run without it."""
+    if finding.ok:
+        return finding
+    return attrs.evolve(
+        finding,
+        required=False,
+        detail=f"{finding.detail} (needed for model runs with planner {planner!r}, "
+        "not for plan files)",
+    )
 
 
 def _run(check: Check, context: DoctorContext | None) -> Iterable[Finding]:
