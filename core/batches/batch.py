@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from ..errors import AgentError, Interrupted, PlanRejected
-from ..model import PlannerOptions, RunResult, TokenUsage
+from ..model import Attempt, PlannerOptions, RunResult, TokenUsage
 from ..plans.budget import Ledger
 from ..plugins import PluginHost, PluginInfo
 from ..records import run_records
@@ -124,6 +124,7 @@ def run_task(
     run_id = run_records.new_run_id()
     result: RunResult | None = None
     error: TaskError | None = None
+    made: dict[int, list[Attempt]] = {}
     spending = (ledger or Ledger()).child()
     reached = spending.reached()
     if reached is not None:  # nothing to start: no record, no planner call
@@ -154,6 +155,7 @@ def run_task(
             plugins=plugins,
             run_id=run_id,
             environ=environ,
+            made=made,
             planner_options=PlannerOptions(model=model, edit_format=task.edit_format),
             ledger=spending,
             stop=stop,
@@ -171,6 +173,7 @@ def run_task(
             planner_task_id=failure.planner_task_id,
             sandbox_id=failure.sandbox_id,
             rejections=failure.rejections if isinstance(failure, PlanRejected) else (),
+            candidates=recording.made_candidates(made),
         )
     except Exception as failure:  # one task's bug must not end the batch
         status = "internal-error"

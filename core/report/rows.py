@@ -93,10 +93,11 @@ def _key(label: str, task_id: str, files_holding: Counter[str]) -> str:
 
 
 def every_attempt(result: TaskResult) -> list[Attempt]:
-    """Every attempt of every candidate of the task's run."""
+    """Every attempt of every candidate of the task's run, whatever it ended in."""
     run = result.result
     if run is None:
-        return []
+        error = result.error
+        return [a for c in error.candidates for a in c.attempts] if error is not None else []
     return [a for c in run.candidates for a in c.attempts] or list(run.attempts)
 
 
