@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from html import escape as html_escape
 from pathlib import Path
 from typing import Any
 
@@ -140,3 +141,40 @@ def test_report_shows_every_refused_attempt_with_its_planner_call_answer_reason_
     # The task's figures count both: attempts and their planner time.
     assert 'data-attempts="2"' in body
     assert 'data-planner-seconds="0.0"' not in body
+
+
+def test_each_task_keeps_and_shows_the_instruction_it_ran_with_the_seeds_default_too(
+    provider: FakeProvider, run_agent: RunAgent, tmp_path: Path
+) -> None:
+    reply_refused(provider)
+    provider.reply_plan(REFUSED[0])
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl",
+        [
+            {"seed": "calculator", "id": "default"},
+            {"seed": "calculator", "id": "own", "prompt": "Make <b>add</b> add."},
+            {"seed": "no-such-seed", "id": "unknown"},
+        ],
+    )
+    out = tmp_path / "results.jsonl"
+    run_agent("batch", str(tasks), "--out", str(out), "--jobs", "1")
+    lines = {line["id"]: line for line in map(json.loads, out.read_text("utf-8").splitlines())}
+    default = lines["default"]
+    assert default["prompt"] is None
+    record = the_record(tmp_path / "state", default["run_id"])
+    assert default["instruction"] == record["instruction"]
+    assert "add" in default["instruction"]
+    assert lines["own"]["instruction"] == "Make <b>add</b> add."
+    assert lines["unknown"]["instruction"] is None
+
+    html = tmp_path / "report.html"
+    assert run_agent("report", str(out), "--html", str(html)).returncode == 0
+    bodies = task_bodies(html.read_text("utf-8"))
+    shown = "instruction (the seed&#x27;s default prompt: the task gave none)</summary><pre"
+    assert shown in bodies["default"]
+    escaped = html_escape(default["instruction"].replace("\r\n", "\n"), quote=True)
+    assert escaped in bodies["default"].split(shown)[1]
+    assert "instruction (the task&#x27;s prompt)" in bodies["own"]
+    assert "Make &lt;b&gt;add&lt;/b&gt; add." in bodies["own"]
+    assert "<b>add</b>" not in bodies["own"]
+    assert "which this results line does not hold" in bodies["unknown"]

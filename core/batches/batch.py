@@ -142,9 +142,12 @@ def run_task(
             spend=spending.spent,
             started_at=started_at,
             env=batch_environment(),
+            instruction=task.prompt,
         )
+    instruction = task.prompt
     try:
         seed = host.seed(task.seed)
+        instruction = task.prompt or seed.default_prompt
         options = {name: getattr(task, name) for name in RUN_OPTIONS}
         result = recording.run_recorded(
             seed,
@@ -197,4 +200,5 @@ def run_task(
         spend=spending.spent,
         started_at=started_at,
         env=batch_environment(),
+        instruction=instruction,
     )

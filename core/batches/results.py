@@ -110,6 +110,9 @@ class TaskResult:
     :ivar started_at: when the task started, ISO 8601 UTC; ``None`` in older results.
     :ivar env: where the batch ran (agent version, Python, host, command line without
         secrets); ``None`` in older results.
+    :ivar instruction: the instruction the task ran with: its ``prompt``, or the seed's
+        default prompt when it gave none (``prompt`` is then ``null``); ``None`` when the
+        seed could not be loaded, and in older results.
     """
 
     id: str
@@ -129,6 +132,7 @@ class TaskResult:
     spend: Spend | None = None
     started_at: str | None = None
     env: BatchEnvironment | None = None
+    instruction: str | None = None
     format: int = RESULT_FORMAT
 
 

@@ -10,15 +10,14 @@ from ..model import Attempt, Candidate, RunResult
 from ..verdicts import output_tests
 from ..verdicts.evidence import TestReport
 from ..verdicts.grading import Grade
-from .rows import NAME_CHARS, Figures, Row, every_attempt
+from .rows import NAME_CHARS, Figures, Row, every_attempt, instruction_of
 from .text import TextBlocks, cut, text
 
 
 def task_details(row: Row, figures: Figures, blocks: TextBlocks) -> str:
     result = row.result
     parts = [_facts(row, figures), _commands(result)]
-    if result.prompt:
-        parts.append(_block("prompt", blocks.add(result.prompt), open_=False))
+    parts.append(_instruction(result, blocks))
     if result.error is not None:
         error = result.error
         said = [error.message]
@@ -38,6 +37,24 @@ def task_details(row: Row, figures: Figures, blocks: TextBlocks) -> str:
         else:
             parts.append(_candidates(candidates, None, blocks))
     return '<div class="detail">' + "\n".join(p for p in parts if p) + "</div>"
+
+
+#: How the details name an instruction, by where it came from.
+_INSTRUCTION = {
+    "prompt": "instruction (the task's prompt)",
+    "default": "instruction (the seed's default prompt: the task gave none)",
+}
+
+
+def _instruction(result: TaskResult, blocks: TextBlocks) -> str:
+    instruction, source = instruction_of(result)
+    if instruction is None:
+        return (
+            '<div class="muted">instruction: the seed\'s default prompt, which this results '
+            "line does not hold (the seed could not be loaded, or the line is older than "
+            "the instruction's record)</div>"
+        )
+    return _block(_INSTRUCTION[source], blocks.add(instruction), open_=True, kind="instruction")
 
 
 def _facts(row: Row, figures: Figures) -> str:

@@ -101,6 +101,18 @@ def every_attempt(result: TaskResult) -> list[Attempt]:
     return [a for c in run.candidates for a in c.attempts] or list(run.attempts)
 
 
+def instruction_of(result: TaskResult) -> tuple[str | None, str]:
+    """The instruction the task ran with, and where it came from (``prompt``, ``default``,
+    or ``""`` when its line does not say: an older line of a run that ended in an error)."""
+    if result.prompt:
+        return result.prompt, "prompt"
+    if result.instruction:
+        return result.instruction, "default"
+    if result.result is not None and result.result.instruction:  # a line older than it
+        return result.result.instruction, "default"
+    return None, ""
+
+
 @attrs.frozen
 class Figures:
     """What one task, or a group of tasks, did and spent.
