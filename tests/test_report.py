@@ -284,14 +284,14 @@ def test_report_shows_each_tasks_resolution_and_how_many_resolved_each_way(
 
     assert run.returncode == 0, run.stderr
     page = html_file.read_text(encoding="utf-8")
-    assert 'data-sort="resolution"' in page
+    assert '<option value="resolution" data-type="text">resolution</option>' in page
     for name in ("FULL", "PARTIAL", "NO"):
         assert f"<b>1</b>resolved {name}</div>" in page
     rows = task_bodies(page)
-    assert '<span class="status s-FULL">FULL</span>' in rows["full"]
-    assert '<span class="status s-PARTIAL">PARTIAL</span>' in rows["partial"]
-    assert '<span class="status s-NO">NO</span>' in rows["no"]
-    assert "<td><small" in rows["ungraded"]
+    assert '<span class="status s-FULL" title="resolution">FULL</span>' in rows["full"]
+    assert '<span class="status s-PARTIAL" title="resolution">PARTIAL</span>' in rows["partial"]
+    assert '<span class="status s-NO" title="resolution">NO</span>' in rows["no"]
+    assert "not graded</small>" in rows["ungraded"]
     assert "<summary>graded PARTIAL</summary>" in rows["partial"]
     assert "fail_to_pass failed   tests/test_calc.py::Mul::test_multiplies" in rows["partial"]
     assert "pass_to_pass failed   test_negates (tests.test_calc.Neg.test_negates)" in rows["no"]
@@ -311,4 +311,4 @@ def test_report_of_a_batch_without_graded_seeds_shows_no_resolution(
 
     page = html_file.read_text(encoding="utf-8")
     assert "resolved FULL" not in page
-    assert 'data-sort="resolution"' not in page
+    assert 'value="resolution"' not in page

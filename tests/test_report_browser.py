@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from chromium import Chromium
 from conftest import AgentRun
 from test_report import a_result, a_run
 
@@ -91,3 +92,102 @@ def test_the_pages_script_runs_in_chromium_and_sorts_and_filters_as_the_address_
     assert 'data-shown="1"' in root[0]
     shown = re.findall(r'<tbody class="task"[^>]*>', dom)
     assert ["hidden" in b for b in shown] == [True, False, True]
+
+
+LONG = "x" * 400
+
+
+def wide_results(path: Path) -> Path:
+    """Results as wide as real ones get: long IDs and model names, unbroken lines in a
+    diff, a test output and a refused answer, prices, and a task that ended in an error."""
+    spend = {
+        "planner_calls": 3,
+        "prompt_tokens": 1234567,
+        "completion_tokens": 234567,
+        "cost": 12.5,
+    }
+    refused = {
+        "number": 1,
+        "verdict": "rejected",
+        "planner_task_id": "plan-" + "f" * 40,
+        "rejections": [{"policy": "contract", "rule": "path-not-editable", "message": LONG}],
+        "usage": {"prompt_tokens": 4000, "completion_tokens": 400},
+        "answer": '{"files": [{"path": "' + LONG + '"}]}',
+    }
+    lines = [
+        a_result(
+            f"django__django-{n}-{LONG[:60]}",
+            line=n,
+            seed=f"django__django-{n}-{LONG[:50]}",
+            model=f"provider/model-with-a-very-long-name-{n}-{LONG[:40]}",
+            planner="openai-compatible-planner",
+            runner="local-sandbox-runner",
+            tokens=1469134,
+            spend=spend,
+            prompt="Fix it. " + "word " * 200,
+            result=a_run(
+                diff=f"-x\n+{LONG * 5}\n",
+                test_output=f"{LONG * 5}\n" + "line " * 300,
+                model=f"answered/{LONG[:80]}",
+                planner_seconds=12345.6,
+                sandbox_seconds=45678.9,
+            ),
+        )
+        for n in (1, 2)
+    ]
+    lines.append(
+        a_result(
+            "rejected-" + LONG[:80],
+            line=3,
+            status="rejected",
+            error={
+                "kind": "policy",
+                "message": LONG,
+                "candidates": [{"number": 1, "attempts": [refused]}],
+            },
+        )
+    )
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    return path
+
+
+#: The page's widths, every task's details opened: the document's, the window's, the
+#: right edge of the last cell of each task row, and of every box of text.
+MEASURE = """
+(function () {
+  document.querySelectorAll("details").forEach(function (d) { d.open = true; });
+  var right = function (e) { return e.getBoundingClientRect().right; };
+  return {
+    scroll: document.documentElement.scrollWidth,
+    window: window.innerWidth,
+    client: document.documentElement.clientWidth,
+    lastCells: Array.from(document.querySelectorAll("tr.row > td:last-child")).map(right),
+    boxes: Array.from(document.querySelectorAll("pre, select, table, dl")).map(right),
+    diffs: Array.from(document.querySelectorAll("pre.diff, pre.log")).map(function (p) {
+      return [p.scrollWidth, p.clientWidth];
+    })
+  };
+})()
+"""
+
+
+def test_report_fits_a_1280_pixel_window_and_wide_text_scrolls_in_its_own_box(
+    run_agent: RunAgent, tmp_path: Path
+) -> None:
+    results = wide_results(tmp_path / "results.jsonl")
+    html = tmp_path / "report.html"
+    assert run_agent("report", str(results), "--html", str(html)).returncode == 0
+
+    with Chromium(1280, 900) as browser:
+        browser.open(html)
+        seen = browser.value(MEASURE)
+
+    assert seen["window"] == 1280
+    assert seen["scroll"] <= seen["window"], seen
+    assert seen["scroll"] <= seen["client"], seen
+    assert len(seen["lastCells"]) == 3
+    assert all(right <= seen["client"] for right in seen["lastCells"]), seen["lastCells"]
+    assert all(right <= seen["client"] for right in seen["boxes"]), seen["boxes"]
+    # A diff's and an output's long lines are kept whole: their own box scrolls.
+    assert seen["diffs"]
+    assert all(width > shown for width, shown in seen["diffs"]), seen["diffs"]

@@ -36,8 +36,8 @@ h4 { margin: .8em 0 .3em; }
 table { border-collapse: collapse; }
 table.tasks { width: 100%; }
 th, td { text-align: left; padding: .35em .6em; border-bottom: 1px solid var(--line);
-  vertical-align: top; overflow-wrap: break-word; }
-th { background: var(--panel); }
+  vertical-align: top; overflow-wrap: anywhere; }
+th { background: var(--panel); overflow-wrap: normal; }
 th[data-sort] { cursor: pointer; user-select: none; }
 th[aria-sort=ascending]::after { content: " \\25B2"; }
 th[aria-sort=descending]::after { content: " \\25BC"; }
@@ -60,7 +60,10 @@ dl.facts dt { color: var(--muted); }
 dl.facts dd { margin: 0; overflow-wrap: anywhere; min-width: 0; }
 pre { background: var(--pre); border: 1px solid var(--pre-line); padding: .6em; margin: .3em 0;
   max-height: 40em; overflow: auto; white-space: pre-wrap; overflow-wrap: anywhere;
-  word-break: normal; }
+  word-break: normal; max-width: 100%; box-sizing: border-box; }
+/* Diffs and test output keep their lines as they are and scroll inside their own box. */
+pre.diff, pre.log { white-space: pre; overflow-wrap: normal; }
+small.instruction { display: inline-block; max-width: 40em; }
 code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
   font-size: .92em; }
 pre.commands code { user-select: all; }
@@ -71,6 +74,7 @@ pre.commands code { user-select: all; }
 .ctl { color: var(--ctl); font-weight: 600; }
 #controls { display: flex; gap: 1em; flex-wrap: wrap; align-items: center; margin: .5em 0; }
 #controls input[type=search] { min-width: 18em; }
+#controls select { max-width: 20em; }
 """
 
 #: Sorting by a column (a click on its header, or ``#sort=tokens`` / ``#sort=-tokens`` in
@@ -87,6 +91,7 @@ SCRIPT = """
   var bodies = Array.prototype.slice.call(table.tBodies);
   var heads = Array.prototype.slice.call(table.querySelectorAll("th[data-sort]"));
   var search = document.getElementById("search");
+  var sortPick = document.getElementById("sort-by");
   var shownCount = document.getElementById("shown");
   var picks = ["status", "model", "seed"];
   var texts = new Map();
@@ -100,8 +105,11 @@ SCRIPT = """
   }
   function sortBy(key, desc) {
     var head = heads.filter(function (h) { return h.getAttribute("data-sort") === key; })[0];
-    if (key !== "order" && !head) { return; }
-    var numeric = key === "order" || head.getAttribute("data-type") === "num";
+    var option = Array.prototype.filter.call(sortPick.options, function (o) {
+      return o.value === key;
+    })[0];
+    if (!option) { return; }
+    var numeric = option.getAttribute("data-type") === "num";
     var sorted = bodies.slice().sort(function (a, b) {
       var x = value(a, key, numeric), y = value(b, key, numeric);
       var c = x < y ? -1 : (x > y ? 1 : 0);
@@ -114,6 +122,7 @@ SCRIPT = """
     heads.forEach(function (h) { h.removeAttribute("aria-sort"); });
     if (head) { head.setAttribute("aria-sort", desc ? "descending" : "ascending"); }
     current = { key: key, desc: desc };
+    sortPick.value = key;
     root.setAttribute("data-sorted", (desc ? "-" : "") + key);
   }
   function textOf(body) {
@@ -159,6 +168,11 @@ SCRIPT = """
     head.addEventListener("keydown", function (event) {
       if (event.key === "Enter" || event.key === " ") { event.preventDefault(); activate(); }
     });
+  });
+  sortPick.addEventListener("change", function () {
+    var numeric = sortPick.options[sortPick.selectedIndex].getAttribute("data-type") === "num";
+    sortBy(sortPick.value, numeric && sortPick.value !== "order");  // the most first
+    remember();
   });
   picks.forEach(function (name) {
     document.getElementById("pick-" + name).addEventListener("change", function () {

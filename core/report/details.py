@@ -230,7 +230,7 @@ def _tests(report: TestReport | None, grade: Grade | None, blocks: TextBlocks) -
 def _output(output: str, truncated: bool, blocks: TextBlocks, note: str = "") -> str:
     cut = " (cut by the sandbox at the seed's output limit)" if truncated else ""
     label = f"test output{cut}{note}"
-    return _block(label, blocks.add(output or "(none)", keep="both"), open_=False)
+    return _block(label, blocks.add(output or "(none)", keep="both"), open_=False, kind="log")
 
 
 def _graded(grade: Grade) -> str:
