@@ -75,11 +75,15 @@ pre.commands code { user-select: all; }
 #controls { display: flex; gap: 1em; flex-wrap: wrap; align-items: center; margin: .5em 0; }
 #controls input[type=search] { min-width: 18em; }
 #controls select { max-width: 20em; }
+.wide { overflow-x: auto; max-width: 100%; }
+table.grid a { text-decoration: none; }
+tbody.task { scroll-margin-top: .5em; }
 """
 
 #: Sorting by a column (a click on its header, or ``#sort=tokens`` / ``#sort=-tokens`` in
 #: the address), filtering by status, model and seed, and a search of each task's text.
-#: The address's fragment may also set ``status``, ``model``, ``seed`` and ``q``.
+#: The address's fragment may also set ``status``, ``model``, ``seed`` and ``q``; a fragment
+#: that is a task's ID (``#line-3``) opens that task's details and scrolls to them.
 SCRIPT = """
 (function () {
   "use strict";
@@ -198,6 +202,24 @@ SCRIPT = """
   var sort = asked.get("sort");
   if (sort) { sortBy(sort.replace(/^-/, ""), sort.charAt(0) === "-"); }
   filter();
+
+  // "#TASK-ID" opens that task's details and scrolls to it, on load and whenever the
+  // fragment changes (a link of the task x model grid, or the address edited).
+  function openTask() {
+    var raw = location.hash.slice(1);
+    if (!raw || raw.indexOf("=") !== -1) { return; }
+    var key;
+    try { key = decodeURIComponent(raw); } catch (e) { return; }
+    var body = bodies.filter(function (b) { return b.getAttribute("data-id") === key; })[0];
+    if (!body) { return; }
+    body.hidden = false;
+    var details = body.querySelector("tr.more details");
+    if (details) { details.open = true; }
+    body.scrollIntoView({ block: "start" });
+    root.setAttribute("data-opened", key);
+  }
+  window.addEventListener("hashchange", openTask);
+  openTask();
 })();
 """
 

@@ -13,6 +13,7 @@ from ..batches.results import STATUSES, TaskResult
 from ..verdicts.grading import RESOLUTIONS
 from .assets import CSS, SCRIPT, content_security_policy
 from .details import task_details
+from .grid import model_grid
 from .rows import (
     NAME_CHARS,
     Figures,
@@ -92,6 +93,7 @@ def render_report(
 <p>{text(title)}: {len(rows):,} tasks</p>
 {_summary(rows, total(figures), graded)}
 {_tallies(rows, figures, len(sources))}
+{model_grid(rows)}
 <h2 id="tasks-heading">tasks</h2>
 <p class="muted">In the order of the tasks file. Each task's details open under it.</p>
 {_controls(rows, graded)}
@@ -312,7 +314,7 @@ def _task(order: int, row: Row, one: Figures, graded: bool, files: bool, blocks:
     )
     details = task_details(row, one, blocks)
     return (
-        f'<tbody class="task" {data}>\n<tr class="row">{shown}</tr>\n'
+        f'<tbody class="task" id="{attr(row.key)}" {data}>\n<tr class="row">{shown}</tr>\n'
         f'<tr class="more"><td colspan="{len(_COLUMNS)}"><details><summary>details of '
         f"{text(row.key)}</summary>\n{details}</details></td></tr>\n</tbody>\n"
     )
