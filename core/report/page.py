@@ -110,26 +110,35 @@ def render_report(
 
 
 def _summary(rows: Sequence[Row], all_: Figures, graded: bool) -> str:
+    """The headline cards: the pass rate, tasks, passed, tokens and task time always; any
+    other figure only when it is not zero (a status no task ended in, a cost not priced)."""
     rate = f"{100 * all_.pass_rate:.1f}%" if all_.tasks else "n/a"
-    cards = [(rate, f"pass rate ({all_.passed:,} of {all_.tasks:,})")]
-    cards += [(f"{sum(r.result.status == s for r in rows):,}", s) for s in STATUSES]
-    if graded:  # a batch with graded seeds: how each resolved
-        cards += [
-            (f"{sum(r.result.resolution == name for r in rows):,}", f"resolved {name}")
-            for name in RESOLUTIONS
-        ]
-    cards += [
-        (f"{all_.tokens:,}", "tokens"),
-        (f"{_count(all_.prompt_tokens)} / {_count(all_.completion_tokens)}", "prompt / completion"),
-        (f"{all_.planner_calls:,}", "planner calls"),
+    cards = [
+        (rate, f"pass rate ({all_.passed:,} of {all_.tasks:,})"),
+        (f"{all_.tasks:,}", "tasks"),
     ]
+    for status in STATUSES:
+        count = sum(r.result.status == status for r in rows)
+        if count or status == "passed":
+            cards.append((f"{count:,}", status))
+    if graded:  # a batch with graded seeds: how each resolved
+        for name in RESOLUTIONS:
+            count = sum(r.result.resolution == name for r in rows)
+            if count or name == RESOLUTIONS[0]:
+                cards.append((f"{count:,}", f"resolved {name}"))
+    cards.append((f"{all_.tokens:,}", "tokens"))
+    if all_.tokens:
+        split = f"{_count(all_.prompt_tokens)} / {_count(all_.completion_tokens)}"
+        cards.append((split, "prompt / completion"))
+    if all_.planner_calls:
+        cards.append((f"{all_.planner_calls:,}", "planner calls"))
     if all_.cost is not None:
         cards.append((f"${all_.cost:,.4f}", "cost"))
-    cards += [
-        (f"{all_.planner_seconds:,.1f} s", "planner time"),
-        (f"{all_.sandbox_seconds:,.1f} s", "sandbox time"),
-        (f"{all_.seconds:,.1f} s", "task time"),
-    ]
+    if all_.planner_seconds:
+        cards.append((f"{all_.planner_seconds:,.1f} s", "planner time"))
+    if all_.sandbox_seconds:
+        cards.append((f"{all_.sandbox_seconds:,.1f} s", "sandbox time"))
+    cards.append((f"{all_.seconds:,.1f} s", "task time"))
     shown = "\n".join(
         f'<div title="{attr(STATUS_MEANINGS.get(label, label))}"><b>{text(value)}</b>'
         f"{text(label)}</div>"
