@@ -153,6 +153,8 @@ class SandboxOutcome:
 #: failure), refused by a policy, or stopped by the agent before its test ended (another
 #: candidate passed first under ``--first-pass``).
 VERDICTS = ("passed", "failed", "rejected", "stopped")
+#: The most characters of a refused answer an :class:`Attempt` keeps (its start).
+MAX_ANSWER_CHARS = 20_000
 
 
 @attrs.frozen
@@ -183,6 +185,11 @@ class Attempt:
     :ivar cost: the planner call's cost in US dollars, when a price table prices it.
     :ivar output_tests: what became of each of the seed's output tests; empty when the
         seed has none or the plan was not tested.
+    :ivar answer: for an attempt refused before any sandbox (verdict ``rejected``), the
+        planner's answer as its backend wrote it, at most :data:`MAX_ANSWER_CHARS`
+        characters; ``None`` when the planner kept none, for a tested attempt (its
+        ``diff`` says what it proposed), and in results older than this field. The
+        planner-call record (``agent logs PLANNER_TASK_ID``) holds an excerpt too.
     """
 
     number: int
@@ -206,6 +213,7 @@ class Attempt:
     grade: Grade | None = None
     cost: float | None = None
     output_tests: tuple[OutputTestResult, ...] = ()
+    answer: str | None = None
 
     @property
     def passed(self) -> bool:

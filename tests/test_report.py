@@ -284,14 +284,14 @@ def test_report_shows_each_tasks_resolution_and_how_many_resolved_each_way(
 
     assert run.returncode == 0, run.stderr
     page = html_file.read_text(encoding="utf-8")
-    assert 'data-sort="resolution"' in page
+    assert '<option value="resolution" data-type="text">resolution</option>' in page
     for name in ("FULL", "PARTIAL", "NO"):
         assert f"<b>1</b>resolved {name}</div>" in page
     rows = task_bodies(page)
-    assert '<span class="status s-FULL">FULL</span>' in rows["full"]
-    assert '<span class="status s-PARTIAL">PARTIAL</span>' in rows["partial"]
-    assert '<span class="status s-NO">NO</span>' in rows["no"]
-    assert "<td><small" in rows["ungraded"]
+    assert '<span class="status s-FULL" title="resolution">FULL</span>' in rows["full"]
+    assert '<span class="status s-PARTIAL" title="resolution">PARTIAL</span>' in rows["partial"]
+    assert '<span class="status s-NO" title="resolution">NO</span>' in rows["no"]
+    assert "not graded</small>" in rows["ungraded"]
     assert "<summary>graded PARTIAL</summary>" in rows["partial"]
     assert "fail_to_pass failed   tests/test_calc.py::Mul::test_multiplies" in rows["partial"]
     assert "pass_to_pass failed   test_negates (tests.test_calc.Neg.test_negates)" in rows["no"]
@@ -311,4 +311,51 @@ def test_report_of_a_batch_without_graded_seeds_shows_no_resolution(
 
     page = html_file.read_text(encoding="utf-8")
     assert "resolved FULL" not in page
-    assert 'data-sort="resolution"' not in page
+    assert 'value="resolution"' not in page
+
+
+def cards_of(page: str) -> dict[str, str]:
+    """The headline cards: label -> figure."""
+    summary = page.split('<div class="summary">')[1].split("</div>\n</div>")[0] + "</div>"
+    return {label: value for value, label in re.findall(r"<b>(.*?)</b>(.*?)</div>", summary)}
+
+
+def test_report_headline_keeps_the_essential_cards_and_hides_figures_that_are_zero(
+    run_agent: RunAgent, tmp_path: Path
+) -> None:
+    results = tmp_path / "results.jsonl"
+    lines = [a_result("a", line=1, status="passed"), a_result("b", line=2, status="passed")]
+    results.write_text("\n".join(lines) + "\n", "utf-8")
+    html = tmp_path / "report.html"
+    assert run_agent("report", str(results), "--html", str(html)).returncode == 0
+
+    cards = cards_of(html.read_text("utf-8"))
+
+    assert cards == {
+        "pass rate (2 of 2)": "100.0%",
+        "tasks": "2",
+        "passed": "2",
+        "tokens": "0",
+        "task time": "3.0 s",
+    }
+
+    spend = {"planner_calls": 2, "prompt_tokens": 80, "completion_tokens": 20, "cost": 0.5}
+    lines.append(a_result("c", line=3, status="rejected", tokens=100, spend=spend))
+    results.write_text("\n".join(lines) + "\n", "utf-8")
+    assert run_agent("report", str(results), "--html", str(html)).returncode == 0
+
+    cards = cards_of(html.read_text("utf-8"))
+
+    assert list(cards) == [
+        "pass rate (2 of 3)",
+        "tasks",
+        "passed",
+        "rejected",
+        "tokens",
+        "prompt / completion",
+        "planner calls",
+        "cost",
+        "task time",
+    ]
+    assert cards["rejected"] == "1"
+    assert cards["cost"] == "$0.5000"

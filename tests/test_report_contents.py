@@ -73,12 +73,20 @@ def test_report_lists_every_attempt_with_its_feedback_coloured_diff_and_commands
     # The row: attempts, tokens with prompt / completion, both times.
     row = body.split('<tr class="more">')[0]
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
-    assert cells[6] == "3"
-    assert cells[7] == "1,098<br><small>963 / 135</small>"
+    assert cells[4] == "3"
+    assert cells[5] == "1,098<br><small>963 / 135</small>"
+    assert re.fullmatch(
+        r"[\d.]+ s<br><small>planner [\d.]+ s<br>sandbox [\d.]+ s</small>", cells[6]
+    )
+    assert "<br><small>openai \u00b7 local</small>" in cells[3]
     assert 'data-planner-seconds="' in body
     assert 'data-sandbox-seconds="' in body
+    # Seven columns, each sorting by its first figure; every figure can be sorted by.
     heads = re.findall(r'<th data-sort="([^"]+)"', page)
-    assert heads == [
+    assert heads == ["id", "status", "seed", "model", "attempts", "tokens", "seconds"]
+    sorts = re.findall(r'<option value="([^"]+)" data-type', page)
+    assert sorts == [
+        "order",
         "id",
         "status",
         "seed",

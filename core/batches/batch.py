@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from ..errors import AgentError, Interrupted, PlanRejected
-from ..model import PlannerOptions, RunResult, TokenUsage
+from ..model import Attempt, PlannerOptions, RunResult, TokenUsage
 from ..plans.budget import Ledger
 from ..plugins import PluginHost, PluginInfo
 from ..records import run_records
@@ -124,6 +124,7 @@ def run_task(
     run_id = run_records.new_run_id()
     result: RunResult | None = None
     error: TaskError | None = None
+    made: dict[int, list[Attempt]] = {}
     spending = (ledger or Ledger()).child()
     reached = spending.reached()
     if reached is not None:  # nothing to start: no record, no planner call
@@ -141,9 +142,12 @@ def run_task(
             spend=spending.spent,
             started_at=started_at,
             env=batch_environment(),
+            instruction=task.prompt,
         )
+    instruction = task.prompt
     try:
         seed = host.seed(task.seed)
+        instruction = task.prompt or seed.default_prompt
         options = {name: getattr(task, name) for name in RUN_OPTIONS}
         result = recording.run_recorded(
             seed,
@@ -154,6 +158,7 @@ def run_task(
             plugins=plugins,
             run_id=run_id,
             environ=environ,
+            made=made,
             planner_options=PlannerOptions(model=model, edit_format=task.edit_format),
             ledger=spending,
             stop=stop,
@@ -171,6 +176,7 @@ def run_task(
             planner_task_id=failure.planner_task_id,
             sandbox_id=failure.sandbox_id,
             rejections=failure.rejections if isinstance(failure, PlanRejected) else (),
+            candidates=recording.made_candidates(made),
         )
     except Exception as failure:  # one task's bug must not end the batch
         status = "internal-error"
@@ -194,4 +200,5 @@ def run_task(
         spend=spending.spent,
         started_at=started_at,
         env=batch_environment(),
+        instruction=instruction,
     )

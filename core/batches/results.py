@@ -30,7 +30,7 @@ from attrs import validators as v
 
 from .. import provider
 from ..errors import Rejection, UsageError
-from ..model import LimitError, RunResult
+from ..model import Candidate, LimitError, RunResult
 from ..plans.budget import Spend
 from ..provider import API_KEY_ENV
 from ..serialization import describe_structure_error, structure, to_json, to_jsonable
@@ -65,6 +65,10 @@ class TaskError:
     """The error a task ended in.
 
     :ivar rejections: for a policy error, every reason.
+    :ivar candidates: every attempt the run made before it ended in this error, candidate
+        by candidate (those refused before any sandbox included, each with its planner
+        task ID, rejections, answer and tokens); empty when it made none, and in results
+        older than this field.
     """
 
     kind: str
@@ -72,6 +76,7 @@ class TaskError:
     planner_task_id: str | None = None
     sandbox_id: str | None = None
     rejections: tuple[Rejection, ...] = ()
+    candidates: tuple[Candidate, ...] = ()
 
 
 def _resolution_of_the_result(result: TaskResult, _: Any, value: str | None) -> None:
@@ -105,6 +110,9 @@ class TaskResult:
     :ivar started_at: when the task started, ISO 8601 UTC; ``None`` in older results.
     :ivar env: where the batch ran (agent version, Python, host, command line without
         secrets); ``None`` in older results.
+    :ivar instruction: the instruction the task ran with: its ``prompt``, or the seed's
+        default prompt when it gave none (``prompt`` is then ``null``); ``None`` when the
+        seed could not be loaded, and in older results.
     """
 
     id: str
@@ -124,6 +132,7 @@ class TaskResult:
     spend: Spend | None = None
     started_at: str | None = None
     env: BatchEnvironment | None = None
+    instruction: str | None = None
     format: int = RESULT_FORMAT
 
 

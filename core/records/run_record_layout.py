@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from ..model import PatchPlan, RunResult, SandboxOutcome, SeedLimits, TokenUsage
+from ..model import Candidate, PatchPlan, RunResult, SandboxOutcome, SeedLimits, TokenUsage
 from ..plans.budget import Spend
 from ..seeds.git_source import SourceTree
 
@@ -150,6 +150,11 @@ class RunRecord:
     :ivar error: the error it ended in, when it did.
     :ivar model: the model the planner was asked for (``agent run --model``, a batch
         task's ``model``); ``None`` for the planner's default.
+    :ivar candidates: every attempt the run made, candidate by candidate (one candidate
+        without ``--candidates``), whatever the run ended in: each with its planner task
+        ID, verdict, rejections, tokens and cost, and for one refused before any sandbox
+        the answer it was refused for (``agent logs PLANNER_TASK_ID`` has the call's
+        record). Empty in a record written before it was kept.
     :ivar format: version of this layout.
     """
 
@@ -171,6 +176,7 @@ class RunRecord:
     result: RunResult | None = None
     error: RecordedError | None = None
     model: str | None = None
+    candidates: tuple[Candidate, ...] = ()
     format: int = RUN_RECORD_FORMAT
 
 

@@ -36,8 +36,8 @@ h4 { margin: .8em 0 .3em; }
 table { border-collapse: collapse; }
 table.tasks { width: 100%; }
 th, td { text-align: left; padding: .35em .6em; border-bottom: 1px solid var(--line);
-  vertical-align: top; overflow-wrap: break-word; }
-th { background: var(--panel); }
+  vertical-align: top; overflow-wrap: anywhere; }
+th { background: var(--panel); overflow-wrap: normal; }
 th[data-sort] { cursor: pointer; user-select: none; }
 th[aria-sort=ascending]::after { content: " \\25B2"; }
 th[aria-sort=descending]::after { content: " \\25BC"; }
@@ -60,7 +60,10 @@ dl.facts dt { color: var(--muted); }
 dl.facts dd { margin: 0; overflow-wrap: anywhere; min-width: 0; }
 pre { background: var(--pre); border: 1px solid var(--pre-line); padding: .6em; margin: .3em 0;
   max-height: 40em; overflow: auto; white-space: pre-wrap; overflow-wrap: anywhere;
-  word-break: normal; }
+  word-break: normal; max-width: 100%; box-sizing: border-box; }
+/* Diffs and test output keep their lines as they are and scroll inside their own box. */
+pre.diff, pre.log { white-space: pre; overflow-wrap: normal; }
+small.instruction { display: inline-block; max-width: 40em; }
 code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
   font-size: .92em; }
 pre.commands code { user-select: all; }
@@ -71,11 +74,16 @@ pre.commands code { user-select: all; }
 .ctl { color: var(--ctl); font-weight: 600; }
 #controls { display: flex; gap: 1em; flex-wrap: wrap; align-items: center; margin: .5em 0; }
 #controls input[type=search] { min-width: 18em; }
+#controls select { max-width: 20em; }
+.wide { overflow-x: auto; max-width: 100%; }
+table.grid a { text-decoration: none; }
+tbody.task { scroll-margin-top: .5em; }
 """
 
 #: Sorting by a column (a click on its header, or ``#sort=tokens`` / ``#sort=-tokens`` in
 #: the address), filtering by status, model and seed, and a search of each task's text.
-#: The address's fragment may also set ``status``, ``model``, ``seed`` and ``q``.
+#: The address's fragment may also set ``status``, ``model``, ``seed`` and ``q``; a fragment
+#: that is a task's ID (``#line-3``) opens that task's details and scrolls to them.
 SCRIPT = """
 (function () {
   "use strict";
@@ -87,6 +95,7 @@ SCRIPT = """
   var bodies = Array.prototype.slice.call(table.tBodies);
   var heads = Array.prototype.slice.call(table.querySelectorAll("th[data-sort]"));
   var search = document.getElementById("search");
+  var sortPick = document.getElementById("sort-by");
   var shownCount = document.getElementById("shown");
   var picks = ["status", "model", "seed"];
   var texts = new Map();
@@ -100,8 +109,11 @@ SCRIPT = """
   }
   function sortBy(key, desc) {
     var head = heads.filter(function (h) { return h.getAttribute("data-sort") === key; })[0];
-    if (key !== "order" && !head) { return; }
-    var numeric = key === "order" || head.getAttribute("data-type") === "num";
+    var option = Array.prototype.filter.call(sortPick.options, function (o) {
+      return o.value === key;
+    })[0];
+    if (!option) { return; }
+    var numeric = option.getAttribute("data-type") === "num";
     var sorted = bodies.slice().sort(function (a, b) {
       var x = value(a, key, numeric), y = value(b, key, numeric);
       var c = x < y ? -1 : (x > y ? 1 : 0);
@@ -114,6 +126,7 @@ SCRIPT = """
     heads.forEach(function (h) { h.removeAttribute("aria-sort"); });
     if (head) { head.setAttribute("aria-sort", desc ? "descending" : "ascending"); }
     current = { key: key, desc: desc };
+    sortPick.value = key;
     root.setAttribute("data-sorted", (desc ? "-" : "") + key);
   }
   function textOf(body) {
@@ -160,6 +173,11 @@ SCRIPT = """
       if (event.key === "Enter" || event.key === " ") { event.preventDefault(); activate(); }
     });
   });
+  sortPick.addEventListener("change", function () {
+    var numeric = sortPick.options[sortPick.selectedIndex].getAttribute("data-type") === "num";
+    sortBy(sortPick.value, numeric && sortPick.value !== "order");  // the most first
+    remember();
+  });
   picks.forEach(function (name) {
     document.getElementById("pick-" + name).addEventListener("change", function () {
       filter(); remember();
@@ -184,6 +202,24 @@ SCRIPT = """
   var sort = asked.get("sort");
   if (sort) { sortBy(sort.replace(/^-/, ""), sort.charAt(0) === "-"); }
   filter();
+
+  // "#TASK-ID" opens that task's details and scrolls to it, on load and whenever the
+  // fragment changes (a link of the task x model grid, or the address edited).
+  function openTask() {
+    var raw = location.hash.slice(1);
+    if (!raw || raw.indexOf("=") !== -1) { return; }
+    var key;
+    try { key = decodeURIComponent(raw); } catch (e) { return; }
+    var body = bodies.filter(function (b) { return b.getAttribute("data-id") === key; })[0];
+    if (!body) { return; }
+    body.hidden = false;
+    var details = body.querySelector("tr.more details");
+    if (details) { details.open = true; }
+    body.scrollIntoView({ block: "start" });
+    root.setAttribute("data-opened", key);
+  }
+  window.addEventListener("hashchange", openTask);
+  openTask();
 })();
 """
 

@@ -10,15 +10,14 @@ from ..model import Attempt, Candidate, RunResult
 from ..verdicts import output_tests
 from ..verdicts.evidence import TestReport
 from ..verdicts.grading import Grade
-from .rows import NAME_CHARS, Figures, Row
+from .rows import NAME_CHARS, Figures, Row, every_attempt, instruction_of
 from .text import TextBlocks, cut, text
 
 
 def task_details(row: Row, figures: Figures, blocks: TextBlocks) -> str:
     result = row.result
     parts = [_facts(row, figures), _commands(result)]
-    if result.prompt:
-        parts.append(_block("prompt", blocks.add(result.prompt), open_=False))
+    parts.append(_instruction(result, blocks))
     if result.error is not None:
         error = result.error
         said = [error.message]
@@ -30,7 +29,32 @@ def task_details(row: Row, figures: Figures, blocks: TextBlocks) -> str:
         parts.append(_block(result.status, blocks.add("\n".join(said), keep="both"), open_=True))
     if result.result is not None:
         parts.append(_run(result.result, blocks))
+    elif result.error is not None and result.error.candidates:
+        # A run that ended in an error: what it made before, as far as each candidate got.
+        candidates = result.error.candidates
+        if len(candidates) == 1:
+            parts.append(_attempts_of(candidates[0].attempts, blocks))
+        else:
+            parts.append(_candidates(candidates, None, blocks))
     return '<div class="detail">' + "\n".join(p for p in parts if p) + "</div>"
+
+
+#: How the details name an instruction, by where it came from.
+_INSTRUCTION = {
+    "prompt": "instruction (the task's prompt)",
+    "default": "instruction (the seed's default prompt: the task gave none)",
+}
+
+
+def _instruction(result: TaskResult, blocks: TextBlocks) -> str:
+    instruction, source = instruction_of(result)
+    if instruction is None:
+        return (
+            '<div class="muted">instruction: the seed\'s default prompt, which this results '
+            "line does not hold (the seed could not be loaded, or the line is older than "
+            "the instruction's record)</div>"
+        )
+    return _block(_INSTRUCTION[source], blocks.add(instruction), open_=True, kind="instruction")
 
 
 def _facts(row: Row, figures: Figures) -> str:
@@ -60,7 +84,7 @@ def _commands(result: TaskResult) -> str:
     commands: list[str] = []
     if result.run_id:
         commands += [f"agent replay {result.run_id}", f"agent diff {result.run_id}"]
-    calls = [a.planner_task_id for a in _attempts(result.result) if a.planner_task_id]
+    calls = [a.planner_task_id for a in every_attempt(result) if a.planner_task_id]
     if result.error is not None and result.error.planner_task_id:
         calls.append(result.error.planner_task_id)
     commands += [f"agent logs {call}" for call in dict.fromkeys(calls)]
@@ -70,12 +94,6 @@ def _commands(result: TaskResult) -> str:
     return f'<div>dig deeper:</div><pre class="commands">{lines}</pre>'
 
 
-def _attempts(run: RunResult | None) -> list[Attempt]:
-    if run is None:
-        return []
-    return [a for c in run.candidates for a in c.attempts] or list(run.attempts)
-
-
 #: The most attempts a task shows (a run makes at most 16 candidates of 10 attempts; a
 #: hand-made line may hold any number).
 SHOWN_ATTEMPTS = 200
@@ -83,20 +101,28 @@ SHOWN_ATTEMPTS = 200
 
 def _run(run: RunResult, blocks: TextBlocks) -> str:
     if run.candidates:
-        shown = _first_attempts(run.candidates)
-        left = sum(len(c.attempts) for c in run.candidates) - sum(len(c.attempts) for c in shown)
-        parts = [_candidate(run, c, blocks) for c in shown]
-        return "\n".join(parts + [_more_attempts(left)] * bool(left))
+        return _candidates(run.candidates, run.chosen_candidate, blocks)
     if run.attempts:
-        shown_attempts = run.attempts[:SHOWN_ATTEMPTS]
-        left = len(run.attempts) - len(shown_attempts)
-        parts = [_attempt(a, len(run.attempts), blocks) for a in shown_attempts]
-        return "\n".join(parts + [_more_attempts(left)] * bool(left))
+        return _attempts_of(run.attempts, blocks)
     # A line written before attempts were recorded: the run's one test.
     parts = [_diff(run.diff, blocks)]
     parts.append(_tests(run.test_report, run.grade, blocks))
     parts.append(_output(run.test_output, run.test_output_truncated, blocks))
     return "\n".join(p for p in parts if p)
+
+
+def _candidates(candidates: tuple[Candidate, ...], chosen: int | None, blocks: TextBlocks) -> str:
+    shown = _first_attempts(candidates)
+    left = sum(len(c.attempts) for c in candidates) - sum(len(c.attempts) for c in shown)
+    parts = [_candidate(c, chosen, blocks) for c in shown]
+    return "\n".join(parts + [_more_attempts(left)] * bool(left))
+
+
+def _attempts_of(attempts: tuple[Attempt, ...], blocks: TextBlocks) -> str:
+    shown = attempts[:SHOWN_ATTEMPTS]
+    left = len(attempts) - len(shown)
+    parts = [_attempt(a, len(attempts), blocks) for a in shown]
+    return "\n".join(parts + [_more_attempts(left)] * bool(left))
 
 
 def _first_attempts(candidates: tuple[Candidate, ...]) -> list[Candidate]:
@@ -114,8 +140,8 @@ def _more_attempts(left: int) -> str:
     return f'<p class="muted">{left:,} more attempts are left out of this page.</p>'
 
 
-def _candidate(run: RunResult, candidate: Candidate, blocks: TextBlocks) -> str:
-    how = ["chosen"] if candidate.number == run.chosen_candidate else []
+def _candidate(candidate: Candidate, chosen: int | None, blocks: TextBlocks) -> str:
+    how = ["chosen"] if candidate.number == chosen else []
     how += ["passed"] if candidate.passed else []
     how += ["stopped"] if candidate.stopped else []
     said = f" ({', '.join(how)})" if how else ""
@@ -125,6 +151,8 @@ def _candidate(run: RunResult, candidate: Candidate, blocks: TextBlocks) -> str:
 
 def _attempt(attempt: Attempt, of: int, blocks: TextBlocks) -> str:
     said = [f'<span class="status s-{attempt.verdict}">{text(attempt.verdict)}</span>']
+    if attempt.planner_task_id:
+        said.append(f"planner task <code>{text(attempt.planner_task_id)}</code>")
     if attempt.model:
         said.append(f"model {text(attempt.model)}")
     if attempt.usage is not None:
@@ -150,7 +178,16 @@ def _attempt(attempt: Attempt, of: int, blocks: TextBlocks) -> str:
         fed = " (the feedback the next attempt got)" if attempt.number < of else ""
         listed = "\n".join(r.describe() for r in attempt.rejections)
         parts.append(_block(f"rejections{fed}", blocks.add(listed, keep="both"), open_=True))
-    parts.append(_diff(attempt.diff, blocks))
+    if attempt.answer is not None:
+        answer = blocks.add(attempt.answer)
+        parts.append(_block("the answer it was refused for", answer, open_=False))
+    elif attempt.verdict == "rejected" and attempt.planner_task_id:
+        parts.append(
+            f'<div class="muted">the answer: <code>agent logs {text(attempt.planner_task_id)}'
+            "</code></div>"
+        )
+    if attempt.diff or attempt.verdict != "rejected":
+        parts.append(_diff(attempt.diff, blocks))
     parts.append(_tests(attempt.test_report, attempt.grade, blocks))
     if attempt.output_tests:
         counted = output_tests.summary(attempt.output_tests).partition(";")[0]
@@ -193,7 +230,7 @@ def _tests(report: TestReport | None, grade: Grade | None, blocks: TextBlocks) -
 def _output(output: str, truncated: bool, blocks: TextBlocks, note: str = "") -> str:
     cut = " (cut by the sandbox at the seed's output limit)" if truncated else ""
     label = f"test output{cut}{note}"
-    return _block(label, blocks.add(output or "(none)", keep="both"), open_=False)
+    return _block(label, blocks.add(output or "(none)", keep="both"), open_=False, kind="log")
 
 
 def _graded(grade: Grade) -> str:

@@ -13,6 +13,7 @@ from ..batches.results import STATUSES, TaskResult
 from ..verdicts.grading import RESOLUTIONS
 from .assets import CSS, SCRIPT, content_security_policy
 from .details import task_details
+from .grid import model_grid
 from .rows import (
     NAME_CHARS,
     Figures,
@@ -21,6 +22,7 @@ from .rows import (
     batch_times,
     figures_of,
     grouped,
+    instruction_of,
     merged,
     missing_lines,
     short,
@@ -48,6 +50,8 @@ STATUS_MEANINGS = {
     "internal-error": "a bug of the agent or a plugin",
 }
 DEFAULT = "(default)"
+#: The most characters of a task's instruction its row shows (its details show it all).
+INSTRUCTION_CHARS = 120
 _WORDS = (NAME_CHARS * 10, "head", "")
 
 
@@ -89,11 +93,12 @@ def render_report(
 <p>{text(title)}: {len(rows):,} tasks</p>
 {_summary(rows, total(figures), graded)}
 {_tallies(rows, figures, len(sources))}
+{model_grid(rows)}
 <h2 id="tasks-heading">tasks</h2>
 <p class="muted">In the order of the tasks file. Each task's details open under it.</p>
-{_controls(rows)}
+{_controls(rows, graded)}
 <table class="tasks" id="tasks">
-<thead><tr>{_heads(graded)}</tr></thead>
+<thead><tr>{_heads()}</tr></thead>
 {"".join(bodies)}
 </table>
 {_environment(sources, rows, written)}
@@ -105,26 +110,35 @@ def render_report(
 
 
 def _summary(rows: Sequence[Row], all_: Figures, graded: bool) -> str:
+    """The headline cards: the pass rate, tasks, passed, tokens and task time always; any
+    other figure only when it is not zero (a status no task ended in, a cost not priced)."""
     rate = f"{100 * all_.pass_rate:.1f}%" if all_.tasks else "n/a"
-    cards = [(rate, f"pass rate ({all_.passed:,} of {all_.tasks:,})")]
-    cards += [(f"{sum(r.result.status == s for r in rows):,}", s) for s in STATUSES]
-    if graded:  # a batch with graded seeds: how each resolved
-        cards += [
-            (f"{sum(r.result.resolution == name for r in rows):,}", f"resolved {name}")
-            for name in RESOLUTIONS
-        ]
-    cards += [
-        (f"{all_.tokens:,}", "tokens"),
-        (f"{_count(all_.prompt_tokens)} / {_count(all_.completion_tokens)}", "prompt / completion"),
-        (f"{all_.planner_calls:,}", "planner calls"),
+    cards = [
+        (rate, f"pass rate ({all_.passed:,} of {all_.tasks:,})"),
+        (f"{all_.tasks:,}", "tasks"),
     ]
+    for status in STATUSES:
+        count = sum(r.result.status == status for r in rows)
+        if count or status == "passed":
+            cards.append((f"{count:,}", status))
+    if graded:  # a batch with graded seeds: how each resolved
+        for name in RESOLUTIONS:
+            count = sum(r.result.resolution == name for r in rows)
+            if count or name == RESOLUTIONS[0]:
+                cards.append((f"{count:,}", f"resolved {name}"))
+    cards.append((f"{all_.tokens:,}", "tokens"))
+    if all_.tokens:
+        split = f"{_count(all_.prompt_tokens)} / {_count(all_.completion_tokens)}"
+        cards.append((split, "prompt / completion"))
+    if all_.planner_calls:
+        cards.append((f"{all_.planner_calls:,}", "planner calls"))
     if all_.cost is not None:
         cards.append((f"${all_.cost:,.4f}", "cost"))
-    cards += [
-        (f"{all_.planner_seconds:,.1f} s", "planner time"),
-        (f"{all_.sandbox_seconds:,.1f} s", "sandbox time"),
-        (f"{all_.seconds:,.1f} s", "task time"),
-    ]
+    if all_.planner_seconds:
+        cards.append((f"{all_.planner_seconds:,.1f} s", "planner time"))
+    if all_.sandbox_seconds:
+        cards.append((f"{all_.sandbox_seconds:,.1f} s", "sandbox time"))
+    cards.append((f"{all_.seconds:,.1f} s", "task time"))
     shown = "\n".join(
         f'<div title="{attr(STATUS_MEANINGS.get(label, label))}"><b>{text(value)}</b>'
         f"{text(label)}</div>"
@@ -167,8 +181,10 @@ def _tallies(rows: Sequence[Row], figures: Sequence[Figures], files: int) -> str
     return "\n".join(tables)
 
 
-#: The tasks table's columns: sort key, header, numeric.
-_COLUMNS = (
+#: Every way the tasks can be sorted: key, name, numeric. A click on a column's header
+#: sorts by the first of its keys; the "sort" choice above the table offers all of them.
+_SORTS = (
+    ("order", "tasks file order", True),
     ("id", "task", False),
     ("status", "status", False),
     ("resolution", "resolution", False),
@@ -177,27 +193,39 @@ _COLUMNS = (
     ("planner", "planner", False),
     ("runner", "runner", False),
     ("attempts", "attempts", True),
-    ("tokens", "tokens (prompt / completion)", True),
+    ("tokens", "tokens", True),
     ("cost", "cost", True),
     ("planner-seconds", "planner time", True),
     ("sandbox-seconds", "sandbox time", True),
     ("seconds", "task time", True),
 )
+#: The tasks table's columns, few enough for a window 1280 pixels wide: the key a click on
+#: the header sorts by, the header, numeric. Each cell gathers what belongs together (the
+#: status and resolution; the model, planner and runner; tokens and cost; the times).
+_COLUMNS = (
+    ("id", "task", False),
+    ("status", "outcome", False),
+    ("seed", "seed", False),
+    ("model", "model", False),
+    ("attempts", "attempts", True),
+    ("tokens", "tokens", True),
+    ("seconds", "time", True),
+)
 
 
-def _columns(graded: bool) -> list[tuple[str, str, bool]]:
-    return [c for c in _COLUMNS if graded or c[0] != "resolution"]
+def _sorts(graded: bool) -> list[tuple[str, str, bool]]:
+    return [s for s in _SORTS if graded or s[0] != "resolution"]
 
 
-def _heads(graded: bool) -> str:
+def _heads() -> str:
     return "".join(
         f'<th data-sort="{key}" data-type="{"num" if numeric else "text"}"'
         f'{" class=num" if numeric else ""} title="sort by {name}">{name}</th>'
-        for key, name, numeric in _columns(graded)
+        for key, name, numeric in _COLUMNS
     )
 
 
-def _controls(rows: Sequence[Row]) -> str:
+def _controls(rows: Sequence[Row], graded: bool) -> str:
     """Filters and a search, shown by the script (without it every task is listed)."""
 
     def pick(name: str, values: dict[str, str]) -> str:
@@ -217,9 +245,14 @@ def _controls(rows: Sequence[Row]) -> str:
     }
     models = {r.result.model or "": r.result.model or DEFAULT for r in rows}
     seeds = {r.result.seed: r.result.seed for r in rows}
+    sorts = "".join(
+        f'<option value="{key}" data-type="{"num" if numeric else "text"}">{name}</option>'
+        for key, name, numeric in _sorts(graded)
+    )
     return (
         f'<div id="controls" hidden>{pick("status", statuses)}{pick("model", models)}'
-        f'{pick("seed", seeds)}<label>search <input type="search" id="search" '
+        f'{pick("seed", seeds)}<label>sort <select id="sort-by">{sorts}</select></label>'
+        '<label>search <input type="search" id="search" '
         'placeholder="ID, prompt, output..."></label><span id="shown" class="muted"></span></div>'
     )
 
@@ -248,36 +281,50 @@ def _task(order: int, row: Row, one: Figures, graded: bool, files: bool, blocks:
     model = text(result.model or DEFAULT)
     if answered and answered != result.model:
         model += f"<br><small>answered: {text(answered)}</small>"
+    planner = result.planner or (run.planner if run else None) or DEFAULT
+    runner = result.runner or (run.runner if run else None) or DEFAULT
+    model += f"<br><small>{text(planner)} \u00b7 {text(runner)}</small>"
     where = f", {text(row.source)}" if files else ""
     status = result.status
+    outcome = (
+        f'<span class="status s-{attr(status)}" '
+        f'title="{attr(STATUS_MEANINGS.get(status, status))}">{text(status)}</span>'
+    )
+    if graded:
+        outcome += (
+            f'<br><span class="status s-{attr(result.resolution)}" title="resolution">'
+            f"{text(result.resolution)}</span>"
+            if result.resolution
+            else '<br><small title="the seed names no fail_to_pass or pass_to_pass tests">'
+            "not graded</small>"
+        )
+    instruction, source = instruction_of(result)
+    said = ""
+    if instruction is not None:
+        flat = " ".join(instruction.split())
+        if len(flat) > INSTRUCTION_CHARS:
+            flat = flat[: INSTRUCTION_CHARS - 1] + "\u2026"
+        of = "the seed's default: " if source == "default" else ""
+        said = f'<br><small class="instruction">{text(of + flat)}</small>'
+    cost = f"<br><small>{_cost(one.cost)}</small>" if one.cost is not None else ""
     cells = {
-        "id": f"<code>{text(row.key)}</code><br><small>line {result.line}{where}</small>",
-        "status": f'<span class="status s-{attr(status)}" '
-        f'title="{attr(STATUS_MEANINGS.get(status, status))}">{text(status)}</span>',
-        "resolution": f'<span class="status s-{attr(result.resolution)}">{text(result.resolution)}'
-        "</span>"
-        if result.resolution
-        else '<small title="the seed names no fail_to_pass or pass_to_pass tests">-</small>',
+        "id": f"<code>{text(row.key)}</code><br><small>line {result.line}{where}</small>{said}",
+        "status": outcome,
         "seed": text(result.seed),
         "model": model,
-        "planner": text(result.planner or (run.planner if run else None) or DEFAULT),
-        "runner": text(result.runner or (run.runner if run else None) or DEFAULT),
         "attempts": f"{one.attempts:,}",
         "tokens": f"{one.tokens:,}<br><small>{_count(one.prompt_tokens)} / "
-        f"{_count(one.completion_tokens)}</small>",
-        "cost": _cost(one.cost),
-        "planner-seconds": f"{one.planner_seconds:,.1f} s",
-        "sandbox-seconds": f"{one.sandbox_seconds:,.1f} s",
-        "seconds": f"{result.seconds:,.1f} s",
+        f"{_count(one.completion_tokens)}</small>{cost}",
+        "seconds": f"{result.seconds:,.1f} s<br><small>planner {one.planner_seconds:,.1f} s"
+        f"<br>sandbox {one.sandbox_seconds:,.1f} s</small>",
     }
-    columns = _columns(graded)
     shown = "".join(
-        f"<td{' class=num' if numeric else ''}>{cells[key]}</td>" for key, _, numeric in columns
+        f"<td{' class=num' if numeric else ''}>{cells[key]}</td>" for key, _, numeric in _COLUMNS
     )
     details = task_details(row, one, blocks)
     return (
-        f'<tbody class="task" {data}>\n<tr class="row">{shown}</tr>\n'
-        f'<tr class="more"><td colspan="{len(columns)}"><details><summary>details of '
+        f'<tbody class="task" id="{attr(row.key)}" {data}>\n<tr class="row">{shown}</tr>\n'
+        f'<tr class="more"><td colspan="{len(_COLUMNS)}"><details><summary>details of '
         f"{text(row.key)}</summary>\n{details}</details></td></tr>\n</tbody>\n"
     )
 

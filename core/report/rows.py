@@ -93,11 +93,24 @@ def _key(label: str, task_id: str, files_holding: Counter[str]) -> str:
 
 
 def every_attempt(result: TaskResult) -> list[Attempt]:
-    """Every attempt of every candidate of the task's run."""
+    """Every attempt of every candidate of the task's run, whatever it ended in."""
     run = result.result
     if run is None:
-        return []
+        error = result.error
+        return [a for c in error.candidates for a in c.attempts] if error is not None else []
     return [a for c in run.candidates for a in c.attempts] or list(run.attempts)
+
+
+def instruction_of(result: TaskResult) -> tuple[str | None, str]:
+    """The instruction the task ran with, and where it came from (``prompt``, ``default``,
+    or ``""`` when its line does not say: an older line of a run that ended in an error)."""
+    if result.prompt:
+        return result.prompt, "prompt"
+    if result.instruction:
+        return result.instruction, "default"
+    if result.result is not None and result.result.instruction:  # a line older than it
+        return result.result.instruction, "default"
+    return None, ""
 
 
 @attrs.frozen

@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import attrs
 
 from ..errors import AgentError, Interrupted, PlanRejected, Rejection
 from ..model import (
+    MAX_ANSWER_CHARS,
     Attempt,
     Candidate,
     Feedback,
@@ -78,6 +80,14 @@ def _deciding_attempt(candidate: Candidate) -> Attempt | None:
             return attempt
     tested = [attempt for attempt in candidate.attempts if attempt.tested]
     return tested[-1] if tested else None
+
+
+def _kept(answer: str | None) -> str | None:
+    """What an attempt keeps of a refused answer: its start, saying how much was left out."""
+    if answer is None or len(answer) <= MAX_ANSWER_CHARS:
+        return answer
+    left_out = len(answer) - MAX_ANSWER_CHARS
+    return f"{answer[:MAX_ANSWER_CHARS]}\n[... {left_out:,} characters left out ...]"
 
 
 class _Stopped(Exception):
@@ -223,21 +233,24 @@ class Search:
             request = plan_request(
                 self.seed, self.instruction, self.files, self.options, feedback, self.context
             )
+            clock = time.monotonic()
             try:
                 planned = planner_calls.call_planner(self.planner, request, environ=self.environ)
             except PlanRejected as error:  # the planner's own check of the contract
                 cost = self.ledger.add_usage(error.usage, self._models(None))
-                if not self.reports_attempts:
-                    raise
                 refused = Attempt(
                     count,
                     "rejected",
                     planner_task_id=error.planner_task_id,
                     rejections=error.rejections,
                     usage=error.usage,
+                    planner_seconds=round(time.monotonic() - clock, 3),
                     cost=cost,
+                    answer=_kept(error.answer),
                 )
-                made.append(refused)
+                made.append(refused)  # kept even when the run ends in it, for its record
+                if not self.reports_attempts:
+                    raise
                 self._verdict(number, count, error.rejections)
                 self.say(number, f"planner task {error.planner_task_id}: the answer was rejected")
                 return refused, None, error.answer
@@ -276,10 +289,11 @@ class Search:
         rejections = check_plan(plan, self.seed, self.policies)
         self._verdict(number, count, rejections)
         if rejections:
+            answer = planned.answer if planned else None
+            refused = attrs.evolve(called, rejections=tuple(rejections), answer=_kept(answer))
+            made.append(refused)  # kept even when the run ends in it, for its record
             if not self.reports_attempts:
                 raise PlanRejected(rejections, planner_task_id=called.planner_task_id)
-            refused = attrs.evolve(called, rejections=tuple(rejections))
-            made.append(refused)
             self.say(number, f"the plan was rejected ({len(rejections)} reasons)")
             return refused, plan, planned.answer if planned else None
         changed, diff = unified_diff(self.files, plan)

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from ..errors import AgentError, UsageError
-from ..model import PatchPlan, PlannerOptions, RunResult, SeedLimits, SeedProject
+from ..model import Attempt, PatchPlan, PlannerOptions, RunResult, SeedLimits, SeedProject
 from ..plans.budget import Ledger
 from ..plans.context import planner_context
 from ..plans.diffs import unified_diff
@@ -75,6 +75,7 @@ def run(
     ledger: Ledger | None = None,
     stop: StopRequest | None = None,
     events: Emit | None = None,
+    made: dict[int, list[Attempt]] | None = None,
 ) -> RunResult:
     """Plan with ``planner`` (or use ``plan``), check it, and test it in a fresh sandbox.
 
@@ -108,6 +109,10 @@ def run(
 
     ``events`` receives the run's events (a plan received, a policy's verdict, a
     sandbox started and ended, an attempt done; see :mod:`~.events`).
+
+    ``made``, when given, is filled as the run goes with every attempt of every
+    candidate (by candidate number), those refused before any sandbox included, whatever
+    the run ends in: what its record keeps.
 
     :raises BudgetReached: a budget was reached and no attempt passed; the error's
         ``attempts`` (and ``candidates``) hold what was made before it.
@@ -156,6 +161,7 @@ def run(
         ledger=ledger,
         interrupt=stop,
         emit=events or no_events,
+        made={} if made is None else made,
     )
     listening = stop.listen(search.sandboxes.stop) if stop is not None else contextlib.nullcontext()
     try:

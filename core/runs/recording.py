@@ -16,6 +16,8 @@ import attrs
 
 from ..errors import AgentError, AgentWarning
 from ..model import (
+    Attempt,
+    Candidate,
     PatchFile,
     PatchPlan,
     PlannerResult,
@@ -147,6 +149,7 @@ def run_recorded(
     plugins: Sequence[PluginInfo] = (),
     run_id: str | None = None,
     environ: Mapping[str, str] = os.environ,
+    made: dict[int, list[Attempt]] | None = None,
     **options: Any,
 ) -> RunResult:
     """:func:`orchestrator.run <sandboxed_coding_agent.core.runs.orchestrator.run>`, recorded.
@@ -157,6 +160,10 @@ def run_recorded(
     cannot be written is a warning: the run's outcome stands. ``options`` go to
     ``orchestrator.run`` as they are.
 
+    The record keeps every attempt of every candidate, those refused before any sandbox
+    included; ``made``, when given, is filled with them as well (by candidate number),
+    for a caller that reports a run which ended in an error.
+
     The first recorded run of a process prunes old records first when a day has
     passed since that was last done (:func:`~.retention.prune_when_due`).
     """
@@ -165,6 +172,7 @@ def run_recorded(
     lock = threading.Lock()
     plans: list[RecordedPlan] = [RecordedPlan(plan=plan)] if plan is not None else []
     tests: list[tuple[SandboxJob, SandboxOutcome]] = []
+    made = {} if made is None else made
     started, clock = datetime.now(UTC), time.monotonic()
     try:
         files: dict[str, bytes] | None = seed.read_files()
@@ -180,6 +188,7 @@ def run_recorded(
             planner=_RecordingPlanner(planner, plans, lock) if planner is not None else None,
             plan=plan,
             environ=environ,
+            made=made,
             **options,
         )
         result = attrs.evolve(result, run_id=run_id)
@@ -206,6 +215,7 @@ def run_recorded(
             runner=runner.name,
             plans=plans,
             tests=tests,
+            made=made,
             policies=policies,
             limits=limits,
             plugins=plugins,
@@ -247,6 +257,7 @@ def _record(
     runner: str,
     plans: list[RecordedPlan],
     tests: list[tuple[SandboxJob, SandboxOutcome]],
+    made: Mapping[int, Sequence[Attempt]],
     policies: Sequence[PatchPolicy],
     limits: SeedLimits,
     plugins: Sequence[PluginInfo],
@@ -307,6 +318,15 @@ def _record(
         ),
         result=result,
         error=error,
+        candidates=made_candidates(made),
+    )
+
+
+def made_candidates(made: Mapping[int, Sequence[Attempt]]) -> tuple[Candidate, ...]:
+    """Every candidate's attempts so far, in candidate order (a candidate thread still
+    waiting on its planner when the run ended may add to its list: it is copied here)."""
+    return tuple(
+        Candidate(number, tuple(list(made[number]))) for number in sorted(made) if made[number]
     )
 
 
