@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+
+#: The standard library's ``typing`` is imported by no framework run: annotations only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 EVENT = "sandboxed-coding-agent."
 #: The packages each framework runs on, imported whole before any seed folder is on the path.
@@ -46,9 +50,10 @@ def import_framework(framework: str, folders: list[str]) -> None:
     :raises FrameworkShadowed: naming the module and the file it came from.
     """
     import importlib
-    import pkgutil
 
     def submodules(package: Any) -> None:
+        import pkgutil  # only for a walked package: it imports typing, which unittest never needs
+
         for found in pkgutil.iter_modules(getattr(package, "__path__", None) or [], ""):
             if found.name.startswith("test") or found.name == "__main__":
                 continue  # unittest's own tests; a package's program, which would run now

@@ -122,7 +122,11 @@ from __future__ import annotations
 import os
 import sys
 import types
-from typing import Any
+
+#: The standard library's ``typing`` is imported by no framework run: annotations only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Where the runner put the harness's files.
 HARNESS_FOLDER = os.path.dirname(os.path.abspath(__file__)) + "/"

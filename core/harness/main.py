@@ -43,7 +43,11 @@ import json
 import os
 import sys
 import time
-from typing import Any
+
+#: The standard library's ``typing`` is imported by no framework run: annotations only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 PR_SET_DUMPABLE = 4
 #: The exit status when the harness itself cannot run the test (bad settings, no prctl).

@@ -22,7 +22,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+
+#: The standard library's ``typing`` is imported by no framework run: annotations only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: The most bytes of a probe's stdout or of a call's JSON kept (the agent's
 #: ``MAX_CAPTURE_BYTES``): a longer one is noted as cut, and fails.

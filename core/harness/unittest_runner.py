@@ -11,7 +11,11 @@ import contextlib
 import sys
 import time
 import unittest
-from typing import Any
+
+#: The standard library's ``typing`` is imported by no framework run: annotations only.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 EVENT = "sandboxed-coding-agent.test."
 audit = sys.audit  # taken before any seed code runs
