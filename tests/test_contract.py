@@ -248,7 +248,10 @@ def test_plan_replaces_one_to_three_files(count: int, expected: Found) -> None:
     found = rejections(text, editable=FOUR_EDITABLE)
     assert rules(found) == expected
     if expected:
-        assert found[0].message == f"a plan replaces 1 to 3 files; this one has {count}"
+        assert found[0].message == (
+            f"a plan replaces 1 to 3 files; this one has {count} "
+            "(the seed's [limits] max_files in its seed.toml; it may be set up to 50)"
+        )
 
 
 # -- paths --------------------------------------------------------------------------------------
@@ -466,7 +469,8 @@ def test_all_files_together_are_at_most_12000_utf8_bytes(
     assert rules(found) == expected
     if expected:
         assert found[0].message == (
-            f"all files together are {size} UTF-8 bytes; the limit is 12000"
+            f"all files together are {size} UTF-8 bytes; the limit is 12000 "
+            "(the seed's [limits] max_total_bytes in its seed.toml; it may be set up to 1048576)"
         )
 
 

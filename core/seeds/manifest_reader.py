@@ -29,6 +29,7 @@ from . import git_source, patterns, seed_files, seed_folder
 from .manifest_errors import ManifestError, key_lines
 from .project import (
     ALWAYS_TEST_PATHS,
+    GIT_SEED_LIMITS,
     TEST_INFRASTRUCTURE,
     LimitError,
     SeedLimits,
@@ -165,7 +166,7 @@ class ManifestReader:
         if any("\0" in argument for argument in test_command):
             raise self.fail(("test_command",), "an argument contains a NUL character")
         default_prompt = self.string(data, "default_prompt")
-        limits = self.limits(data.get("limits", {}))
+        limits = self.limits(data.get("limits", {}), git=source is not None)
         policies = self.policies(data.get("policies", {}), check_policy)
         runtime = self.runtime(data.get("runtime"), root, source)
         guard_allow = self.guard(data.get("guard"))
@@ -403,9 +404,11 @@ class ManifestReader:
             raise self.fail(("files",), f"{size} bytes in all; a seed has at most {MAX_SEED_BYTES}")
         return tuple(sorted(chosen))
 
-    def limits(self, table: object) -> SeedLimits:
+    def limits(self, table: object, *, git: bool = False) -> SeedLimits:
         if not isinstance(table, dict):
             raise self.fail(("limits",), "must be a table")
+        if git:
+            table = {**GIT_SEED_LIMITS, **table}
         fields = attrs.fields_dict(SeedLimits)
         for key, value in table.items():
             # Checked one by one first, so that a value off its bounds is shown at its line.
