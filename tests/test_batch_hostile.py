@@ -394,3 +394,17 @@ def test_on_a_terminal_a_task_that_ended_in_an_error_is_said_above_the_bar(
     assert "passed 0  failed 0  rejected 0  errors 1" in text  # the bar: a terminal it was
     assert "task line-1 (line 1): usage-error: " in text
     assert "broken-seed" in text.partition("usage-error: ")[2]
+
+
+def test_a_misspelt_key_of_a_task_line_is_named_with_the_key_it_means(
+    run_agent: RunAgent, tmp_path: Path
+) -> None:
+    tasks = write_lines(tmp_path / "tasks.jsonl", ['{"sed": "calculator"}'])
+
+    run = run_agent("batch", str(tasks), "--out", str(tmp_path / "results.jsonl"))
+
+    assert run.returncode == 1, run.stderr
+    assert (
+        f'{tasks} line 1: unknown key "sed" (did you mean "seed"?) @ task; '
+        "required field missing @ task.seed; the line was skipped"
+    ) in run.stderr

@@ -82,7 +82,7 @@ SHAPE_CASES = [
     pytest.param("{}", "required field missing @ plan.files", id="files-key-missing"),
     pytest.param(
         f'{{"files": [{ENTRY}], "note": "hi"}}',
-        "extra fields found (note) @ plan",
+        'unknown key "note" (known: files) @ plan',  # nothing close to "note"
         id="extra-top-level-key",
     ),
     pytest.param(
@@ -123,7 +123,7 @@ SHAPE_CASES = [
     ),
     pytest.param(
         '{"files": [{"path": "calculator.py", "content": "", "mode": "755"}]}',
-        "extra fields found (mode) @ plan.files[0]",
+        'unknown key "mode" (known: content, path) @ plan.files[0]',
         id="extra-entry-key",
     ),
     pytest.param(
@@ -224,10 +224,10 @@ def test_every_shape_problem_is_reported_at_once() -> None:
     assert rules(found) == [("plan-shape", None)] * 4
     problems = [r.message.split(";")[0] for r in found]
     assert problems == [
+        'unknown key "extra" (known: files) @ plan',
         "expected a string, got int @ plan.files[0].path",
         "expected a string, got NoneType @ plan.files[0].content",
         "expected an object, got str @ plan.files[1]",
-        "extra fields found (extra) @ plan",
     ]
 
 

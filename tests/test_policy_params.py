@@ -118,7 +118,7 @@ def test_command_line_parameters_override_the_seeds_key_by_key(
         (
             'python-ast.path=["*.py"]',
             "policy 'python-ast' has no parameter 'path' "
-            "(its parameters: forbid, also_forbid, allow, paths)",
+            "(did you mean 'paths'? its parameters: forbid, also_forbid, allow, paths)",
         ),
         ("nope.limit=1", "unknown policy 'nope'"),
     ],
