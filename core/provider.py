@@ -35,6 +35,10 @@ API_VERSION_ENV = "CODING_AGENT_API_VERSION"
 #: ``Authorization: Bearer KEY``.
 AUTH_HEADER_ENV = "CODING_AGENT_AUTH_HEADER"
 
+#: Optional: ``1`` lets the base URL be plain ``http`` on a host other than this machine
+#: (a model server on the local network), so the key crosses that network unencrypted.
+ALLOW_HTTP_ENV = "CODING_AGENT_ALLOW_HTTP"
+
 #: Azure's versions read ``2024-06-01`` or ``2024-08-01-preview``; this leaves room for others'.
 API_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,63}")
 #: An HTTP header name as providers use them (``api-key``, ``x-api-key``).
@@ -126,7 +130,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_base_url(url: str) -> str:
+def check_base_url(url: str, *, allow_http: bool = False) -> str:
     """Return ``url`` if it is a usable provider base URL; raise :class:`ConfigurationError`.
 
     The rule, which every message states as it applies: an ``https`` URL, or a plain
@@ -134,6 +138,8 @@ def check_base_url(url: str) -> str:
     no credentials, and no query or fragment. Any path will do (``/v1``,
     ``/v1beta/openai``, ``/openai/deployments/NAME``, none): the planner posts to
     ``BASE/chat/completions``.
+
+    :param allow_http: plain ``http`` for any host too (:data:`ALLOW_HTTP_ENV` set).
     """
     if len(url) > MAX_BASE_URL_CHARS:
         raise ConfigurationError(
@@ -158,10 +164,14 @@ def check_base_url(url: str) -> str:
         )
     if parts.scheme not in ("https", "http") or not host:
         raise ConfigurationError(f"{BASE_URL_ENV} is not a usable URL (got {url!r}); {_URL_RULE}")
-    if parts.scheme == "http" and not is_loopback(host):
+    if parts.scheme == "http" and not is_loopback(host) and not allow_http:
+        port = parts.port or 80
         raise ConfigurationError(
-            f"{BASE_URL_ENV} uses plain http for {host!r}; use https "
-            f"(plain http is allowed only for {_LOOPBACK})"
+            f"{BASE_URL_ENV} uses plain http for {host!r}, which would send {API_KEY_ENV} "
+            f"unencrypted over the network (plain http is allowed only for {_LOOPBACK}); "
+            f"use https, or an SSH tunnel to the server (ssh -L {port}:localhost:{port} HOST, "
+            f"then http://127.0.0.1:{port}{parts.path}), or set {ALLOW_HTTP_ENV}=1 to send it "
+            "over plain http all the same"
         )
     if "?" in url or "#" in url:
         raise ConfigurationError(f"{BASE_URL_ENV} must not have a query or fragment (got {url!r})")
@@ -205,6 +215,18 @@ def check_auth_header(value: str) -> str:
     return value
 
 
+def allows_http(environ: Mapping[str, str]) -> bool:
+    """Whether :data:`ALLOW_HTTP_ENV` lets the base URL be plain ``http`` on any host:
+    ``1`` yes; unset, empty or ``0`` no; anything else is a :class:`ConfigurationError`."""
+    value = environ.get(ALLOW_HTTP_ENV, "").strip()
+    if value not in ("", "0", "1"):
+        raise ConfigurationError(
+            f"{ALLOW_HTTP_ENV} must be 1 (plain http to a host other than this machine is "
+            f"allowed) or 0 (it is not; the default), not {CONTROL.sub('?', value[:80])!r}"
+        )
+    return value == "1"
+
+
 _LOOPBACK = "localhost, 127.0.0.0/8 and ::1"
 _URL_RULE = (
     f"use an https URL, such as https://api.openai.com/v1, or plain http "
@@ -246,7 +268,7 @@ def settings_from_environment(
         raise ConfigurationError(
             f"{API_KEY_ENV} contains spaces or characters that cannot be sent in an HTTP header"
         )
-    base_url = check_base_url(values[BASE_URL_ENV])
+    base_url = check_base_url(values[BASE_URL_ENV], allow_http=allows_http(environ))
     version = environ.get(API_VERSION_ENV, "").strip()
     header = environ.get(AUTH_HEADER_ENV, "").strip()
     return ProviderSettings(

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import base64
+import difflib
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .seeds.project import LimitError
@@ -103,10 +104,66 @@ def describe_structure_error(error: Exception, root: str = "$") -> list[str]:
     """Turn a cattrs error into short lines such as ``expected a string @ $.files[0].path``."""
     import cattrs
 
-    return cattrs.transform_error(error, path=root, format_exception=_format_exception)
+    found = cattrs.transform_error(error, path=root, format_exception=_format_exception)
+    # A misspelt key first: it is often why a required field is missing too.
+    return sorted(found, key=lambda line: not line.startswith("unknown key"))
+
+
+#: The most unknown keys one message names, and the longest name of one it shows.
+MAX_KEYS_SHOWN = 5
+MAX_KEY_CHARS = 80
+
+
+def close_key(key: str, known: Collection[str]) -> str | None:
+    """The known key that the unknown ``key`` most likely misspells, if one is close."""
+    close = difflib.get_close_matches(key, sorted(known), n=1)
+    return close[0] if close else None
+
+
+def key_hint(key: str, known: Collection[str]) -> str:
+    """What to say of the unknown key ``key``: the known key it most likely misspells,
+    ``(did you mean "seed"?)``, or else every known key, ``(known: id, prompt, seed)``."""
+    close = close_key(key, known)
+    if close is not None:
+        return f"(did you mean {quoted_key(close)}?)"
+    return f"(known: {', '.join(sorted(known)) or 'none'})"
+
+
+def unknown_keys(keys: Iterable[str], known: Collection[str]) -> str:
+    """The message for keys that no field of a file's table or object takes: how every
+    reader (tasks, seed manifests, plans, records) says it. A misspelt key is named with
+    the key it most likely means; the known keys are listed once, for the others."""
+    found = sorted(keys)
+    shown = found[:MAX_KEYS_SHOWN]
+    close = {key: close_key(key, known) for key in shown}
+    said = [
+        f"unknown key {quoted_key(key)} (did you mean {quoted_key(match)}?)"
+        for key, match in close.items()
+        if match is not None
+    ]
+    others = [quoted_key(key) for key, match in close.items() if match is None]
+    if others:
+        keys_word = "key" if len(others) == 1 else "keys"
+        listed = ", ".join(sorted(known)) or "none"
+        said.append(f"unknown {keys_word} {', '.join(others)} (known: {listed})")
+    more = len(found) - len(shown)
+    return "; ".join(said) + (f"; and {more} more unknown keys" if more > 0 else "")
+
+
+def quoted_key(key: str) -> str:
+    """A key as a message shows it: quoted, cut to :data:`MAX_KEY_CHARS`, a lone surrogate
+    (a key read from JSON may hold one) as its escape."""
+    cut = key[:MAX_KEY_CHARS].encode("utf-8", "backslashreplace").decode("utf-8")
+    return f'"{cut}"' + ("..." if len(key) > MAX_KEY_CHARS else "")
 
 
 def _format_exception(error: BaseException, cls: type | None) -> str:
+    import attrs
+    from cattrs.errors import ForbiddenExtraKeysError
+
+    if isinstance(error, ForbiddenExtraKeysError) and attrs.has(error.cl):
+        fields = [field.alias for field in attrs.fields(error.cl) if field.init]
+        return unknown_keys(error.extra_fields, fields)
     if isinstance(error, TypeError) and str(error).startswith("expected "):
         return str(error)
     if isinstance(error, LimitError):

@@ -9,7 +9,7 @@ import attrs
 
 from sandboxed_coding_agent.core.errors import Rejection
 from sandboxed_coding_agent.core.hookspecs import hookimpl
-from sandboxed_coding_agent.core.model import PatchPlan, SeedProject
+from sandboxed_coding_agent.core.model import PatchPlan, SeedLimits, SeedProject
 from sandboxed_coding_agent.core.plans import contract
 from sandboxed_coding_agent.core.protocols import PatchPolicy
 
@@ -19,9 +19,7 @@ class PatchContract:
     """Paths, file count, size and text rules every plan must keep (see ``core.plans.contract``)."""
 
     name: str = contract.POLICY
-    description: str = (
-        "1 to 3 whole-file replacements of editable paths, clean UTF-8 text, 12,000 bytes at most"
-    )
+    description: str = contract.describe(SeedLimits()) + " unless the seed's [limits] say otherwise"
     # Nothing may switch the contract off: every other rule relies on it.
     activation: str = "always"
 

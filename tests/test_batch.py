@@ -45,6 +45,9 @@ def test_batch_writes_one_result_per_task_and_reports_bad_lines_by_number(
     provider: FakeProvider, run_agent: RunAgent, tmp_path: Path
 ) -> None:
     answer_every_request_with_the_fix(provider)
+    broken = tmp_path / "broken-seed"  # there, so the batch starts, but not a seed
+    broken.mkdir()
+    (broken / "seed.toml").write_text('name = "broken"\n', encoding="utf-8")
     tasks = write_tasks(
         tmp_path / "tasks.jsonl",
         [
@@ -53,7 +56,7 @@ def test_batch_writes_one_result_per_task_and_reports_bad_lines_by_number(
             "{not json",
             "# a comment, and a blank line next",
             "",
-            {"seed": "no-such-seed"},
+            {"seed": str(broken)},
             {"seed": "calculator", "colour": "blue"},
             {"seed": "calculator", "id": "with-prompt"},
         ],
@@ -71,7 +74,7 @@ def test_batch_writes_one_result_per_task_and_reports_bad_lines_by_number(
     assert found["line-1"]["tokens"] == 366
     assert found["line-1"]["result"]["run_id"] == found["line-1"]["run_id"]
     assert found["line-6"]["status"] == "usage-error"
-    assert "no-such-seed" in found["line-6"]["error"]["message"]
+    assert "broken-seed" in found["line-6"]["error"]["message"]
     assert "line 3: not JSON" in run.stderr
     assert "line 7: " in run.stderr
     assert "colour" in run.stderr

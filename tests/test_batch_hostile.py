@@ -6,17 +6,29 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import pty
+import re
+import select
 import stat
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from conftest import API_KEY, AgentRun
+from conftest import AGENT, API_KEY, AgentRun, FakeProvider
 
 RunAgent = Callable[..., AgentRun]
-MISSING_SEED = {"seed": "no-such-seed"}  # a task that ends in a usage error, asking no provider
+
+
+def broken_seed(tmp_path: Path) -> dict[str, str]:
+    """A task that ends in a usage error, asking no provider: its seed folder is there (so the
+    file is not refused before it starts), but its ``seed.toml`` is not a seed."""
+    folder = tmp_path / "broken-seed"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "seed.toml").write_text('name = "broken"\n', "utf-8")
+    return {"seed": str(folder)}
 
 
 def write_lines(path: Path, lines: list[Any]) -> Path:
@@ -53,7 +65,7 @@ def refused(run: AgentRun, words: str) -> None:
 def test_out_without_resume_refuses_a_file_without_a_trailing_newline(
     run_agent: RunAgent, tmp_path: Path
 ) -> None:
-    tasks = write_lines(tmp_path / "tasks.jsonl", [MISSING_SEED])
+    tasks = write_lines(tmp_path / "tasks.jsonl", [broken_seed(tmp_path)])
     precious = tmp_path / "notes.txt"
     precious.write_bytes(b"precious data, no trailing newline")
 
@@ -64,7 +76,7 @@ def test_out_without_resume_refuses_a_file_without_a_trailing_newline(
 def test_resume_cuts_a_torn_result_line_but_refuses_a_tail_that_is_not_one(
     run_agent: RunAgent, tmp_path: Path
 ) -> None:
-    tasks = write_lines(tmp_path / "tasks.jsonl", [MISSING_SEED])
+    tasks = write_lines(tmp_path / "tasks.jsonl", [broken_seed(tmp_path)])
     other = tmp_path / "other.jsonl"
     data = (a_result("done") + "\nnot a result, no newline").encode()
     other.write_bytes(data)
@@ -85,7 +97,7 @@ def test_resume_cuts_a_torn_result_line_but_refuses_a_tail_that_is_not_one(
 def test_out_refuses_a_symbolic_link_and_leaves_what_it_names(
     run_agent: RunAgent, tmp_path: Path
 ) -> None:
-    tasks = write_lines(tmp_path / "tasks.jsonl", [MISSING_SEED])
+    tasks = write_lines(tmp_path / "tasks.jsonl", [broken_seed(tmp_path)])
     config = tmp_path / "config"
     config.write_text("TOKEN=abc\n", "utf-8")
     (tmp_path / "link.jsonl").symlink_to(config)
@@ -102,7 +114,7 @@ def test_out_refuses_a_symbolic_link_and_leaves_what_it_names(
 def test_out_refuses_a_fifo_and_a_device_without_hanging(
     run_agent: RunAgent, tmp_path: Path
 ) -> None:
-    tasks = write_lines(tmp_path / "tasks.jsonl", [MISSING_SEED])
+    tasks = write_lines(tmp_path / "tasks.jsonl", [broken_seed(tmp_path)])
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
 
@@ -112,16 +124,17 @@ def test_out_refuses_a_fifo_and_a_device_without_hanging(
 
 def test_out_refuses_the_tasks_file_itself(run_agent: RunAgent, tmp_path: Path) -> None:
     tasks = tmp_path / "self.jsonl"
-    tasks.write_bytes(b'{"seed": "no-such-seed", "id": "only"}')
+    line = json.dumps({**broken_seed(tmp_path), "id": "only"}).encode()
+    tasks.write_bytes(line)
     (tmp_path / "hard.jsonl").hardlink_to(tasks)
 
     for out in (tasks, tmp_path / "hard.jsonl"):
         refused(run_agent("batch", str(tasks), "--out", str(out), "--resume"), "is the tasks file")
-    assert tasks.read_bytes() == b'{"seed": "no-such-seed", "id": "only"}'
+    assert tasks.read_bytes() == line
 
 
 def test_results_file_is_created_owner_only(run_agent: RunAgent, tmp_path: Path) -> None:
-    tasks = write_lines(tmp_path / "tasks.jsonl", [MISSING_SEED])
+    tasks = write_lines(tmp_path / "tasks.jsonl", [broken_seed(tmp_path)])
     out = tmp_path / "results.jsonl"
 
     with umask(0o022):
@@ -132,7 +145,7 @@ def test_results_file_is_created_owner_only(run_agent: RunAgent, tmp_path: Path)
 def test_a_second_batch_on_a_results_file_being_written_fails_at_once(
     run_agent: RunAgent, tmp_path: Path
 ) -> None:
-    tasks = write_lines(tmp_path / "tasks.jsonl", [MISSING_SEED])
+    tasks = write_lines(tmp_path / "tasks.jsonl", [broken_seed(tmp_path)])
     out = tmp_path / "results.jsonl"
     out.write_text(a_result("done") + "\n", "utf-8")
 
@@ -211,7 +224,7 @@ def test_task_line_holding_a_lone_surrogate_is_a_bad_line_and_the_batch_goes_on(
                 '{"seed": "calculator", "prompt": "fix \\udcff"}',
                 '{"seed": "calculator", "planner": "x\\ud800"}',
                 '{"seed": "calculator", "x\\udcff": 1}',
-                json.dumps(MISSING_SEED),
+                json.dumps(broken_seed(tmp_path)),
             ]
         )
         + "\n",
@@ -258,7 +271,7 @@ def test_a_byte_order_mark_at_the_start_of_the_tasks_file_is_ignored(
     run_agent: RunAgent, tmp_path: Path
 ) -> None:
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_bytes(b"\xef\xbb\xbf" + json.dumps(MISSING_SEED).encode() + b"\n")
+    tasks.write_bytes(b"\xef\xbb\xbf" + json.dumps(broken_seed(tmp_path)).encode() + b"\n")
     out = tmp_path / "results.jsonl"
 
     run = run_agent("batch", str(tasks), "--out", str(out))
@@ -278,20 +291,120 @@ def test_the_api_key_is_blanked_in_results_lines_and_messages(
         [
             {"seed": "calculator", "id": "p", "prompt": f"please use {API_KEY}"},
             {"seed": "calculator", "id": API_KEY},
+            f'{{"seed": "calculator", "colour": "{API_KEY}"}}',
+        ],
+    )
+    names = write_lines(
+        tmp_path / "names.jsonl",
+        [
             {"seed": API_KEY},
             {"seed": "calculator", "id": "r", "runner": API_KEY},
             {"seed": "calculator", "id": "q", "planner": API_KEY},
-            f'{{"seed": "calculator", "colour": "{API_KEY}"}}',
+        ],
+    )
+    out = tmp_path / "results.jsonl"
+
+    run = run_agent("batch", str(tasks), "--out", str(out))
+    named = run_agent("batch", str(names), "--out", str(tmp_path / "other.jsonl"))
+
+    assert run.returncode == 1, run.stderr
+    written = out.read_text("utf-8")
+    assert len(written.splitlines()) == 2
+    assert "[redacted]" in written
+    assert API_KEY not in written
+    assert named.returncode == 2, named.stderr
+    assert named.stderr.count("[redacted]") == 3
+    for said in (run.stderr, run.stdout, named.stderr, named.stdout):
+        assert API_KEY not in said
+
+
+# --- names checked before the first task ---------------------------------------------
+
+
+def test_a_tasks_file_naming_an_unknown_seed_is_refused_before_any_task_starts(
+    provider: FakeProvider, run_agent: RunAgent, tmp_path: Path
+) -> None:
+    tasks = write_lines(
+        tmp_path / "tasks.jsonl",
+        [
+            {"seed": "calculator", "id": "fine"},
+            {"seed": "calculater", "id": "typo"},
+            {"seed": "calculator", "runner": "lcoal"},
+            {"seed": str(tmp_path / "no-such-folder")},
         ],
     )
     out = tmp_path / "results.jsonl"
 
     run = run_agent("batch", str(tasks), "--out", str(out))
 
+    refused(run, f"agent: usage error: {tasks}: line 2 (task typo): unknown seed 'calculater'; ")
+    assert "line 3 (task line-3): unknown runner 'lcoal'" in run.stderr
+    assert f"line 4 (task line-4): no seed folder at '{tmp_path / 'no-such-folder'}'" in run.stderr
+    assert "known seeds: calculator (`agent seeds list`)" in run.stderr
+    assert "known runners: lazycloud, local (`agent runners list`)" in run.stderr
+    assert run.stderr.rstrip().endswith("nothing was run")
+    assert "line 1" not in run.stderr
+    # Nothing ran and nothing was written: no planner call, no sandbox, no results file.
+    assert provider.requests == []
+    assert run.sandboxes == []
+    assert not out.exists()
+
+
+def test_the_progress_line_says_why_a_task_ended_in_an_error(
+    run_agent: RunAgent, tmp_path: Path
+) -> None:
+    # A folder name so long that the message naming it does not fit a line.
+    task = broken_seed(tmp_path / ("x" * 200))
+    tasks = write_lines(tmp_path / "tasks.jsonl", [task])
+    out = tmp_path / "results.jsonl"
+
+    run = run_agent("batch", str(tasks), "--out", str(out))
+
     assert run.returncode == 1, run.stderr
-    written = out.read_text("utf-8")
-    assert len(written.splitlines()) == 5
-    assert "[redacted]" in written
-    assert API_KEY not in written
-    assert API_KEY not in run.stderr
-    assert API_KEY not in run.stdout
+    message = json.loads(out.read_text("utf-8"))["error"]["message"]
+    assert len(message) > 200
+    [line] = [x for x in run.stderr.splitlines() if x.startswith("agent: [1/1] task line-1")]
+    said = re.sub(r".*: usage-error in [0-9.]+ s: ", "", line, count=1)
+    assert said == message[:157] + "..."
+
+
+def test_on_a_terminal_a_task_that_ended_in_an_error_is_said_above_the_bar(
+    agent_env: dict[str, str], tmp_path: Path
+) -> None:
+    tasks = write_lines(tmp_path / "tasks.jsonl", [broken_seed(tmp_path)])
+    main, terminal = pty.openpty()
+    command = [str(AGENT), "batch", str(tasks), "--out", str(tmp_path / "results.jsonl")]
+    with subprocess.Popen(
+        command, env=agent_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=terminal
+    ) as agent:
+        os.close(terminal)
+        shown = b""
+        while select.select([main], [], [], 60)[0]:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # the agent has closed its end
+                break
+            if not chunk:
+                break
+            shown += chunk
+        assert agent.wait(timeout=60) == 1
+    os.close(main)
+
+    text = shown.decode("utf-8")
+    assert "passed 0  failed 0  rejected 0  errors 1" in text  # the bar: a terminal it was
+    assert "task line-1 (line 1): usage-error: " in text
+    assert "broken-seed" in text.partition("usage-error: ")[2]
+
+
+def test_a_misspelt_key_of_a_task_line_is_named_with_the_key_it_means(
+    run_agent: RunAgent, tmp_path: Path
+) -> None:
+    tasks = write_lines(tmp_path / "tasks.jsonl", ['{"sed": "calculator"}'])
+
+    run = run_agent("batch", str(tasks), "--out", str(tmp_path / "results.jsonl"))
+
+    assert run.returncode == 1, run.stderr
+    assert (
+        f'{tasks} line 1: unknown key "sed" (did you mean "seed"?) @ task; '
+        "required field missing @ task.seed; the line was skipped"
+    ) in run.stderr

@@ -82,7 +82,7 @@ SHAPE_CASES = [
     pytest.param("{}", "required field missing @ plan.files", id="files-key-missing"),
     pytest.param(
         f'{{"files": [{ENTRY}], "note": "hi"}}',
-        "extra fields found (note) @ plan",
+        'unknown key "note" (known: files) @ plan',  # nothing close to "note"
         id="extra-top-level-key",
     ),
     pytest.param(
@@ -123,7 +123,7 @@ SHAPE_CASES = [
     ),
     pytest.param(
         '{"files": [{"path": "calculator.py", "content": "", "mode": "755"}]}',
-        "extra fields found (mode) @ plan.files[0]",
+        'unknown key "mode" (known: content, path) @ plan.files[0]',
         id="extra-entry-key",
     ),
     pytest.param(
@@ -224,10 +224,10 @@ def test_every_shape_problem_is_reported_at_once() -> None:
     assert rules(found) == [("plan-shape", None)] * 4
     problems = [r.message.split(";")[0] for r in found]
     assert problems == [
+        'unknown key "extra" (known: files) @ plan',
         "expected a string, got int @ plan.files[0].path",
         "expected a string, got NoneType @ plan.files[0].content",
         "expected an object, got str @ plan.files[1]",
-        "extra fields found (extra) @ plan",
     ]
 
 
@@ -248,7 +248,10 @@ def test_plan_replaces_one_to_three_files(count: int, expected: Found) -> None:
     found = rejections(text, editable=FOUR_EDITABLE)
     assert rules(found) == expected
     if expected:
-        assert found[0].message == f"a plan replaces 1 to 3 files; this one has {count}"
+        assert found[0].message == (
+            f"a plan replaces 1 to 3 files; this one has {count} "
+            "(the seed's [limits] max_files in its seed.toml; it may be set up to 50)"
+        )
 
 
 # -- paths --------------------------------------------------------------------------------------
@@ -466,7 +469,8 @@ def test_all_files_together_are_at_most_12000_utf8_bytes(
     assert rules(found) == expected
     if expected:
         assert found[0].message == (
-            f"all files together are {size} UTF-8 bytes; the limit is 12000"
+            f"all files together are {size} UTF-8 bytes; the limit is 12000 "
+            "(the seed's [limits] max_total_bytes in its seed.toml; it may be set up to 1048576)"
         )
 
 

@@ -108,7 +108,8 @@ def test_seed_parameters_configure_a_copy_of_the_policy() -> None:
         (
             {},
             {"default-off": {"limits": 2}},
-            "policy 'default-off' refused its parameters: extra fields found (limits) @ parameters",
+            "policy 'default-off' refused its parameters: "
+            'unknown key "limits" (did you mean "limit"?) @ parameters',
         ),
         ({}, {"raising": {"x": 1}}, "policy 'raising' refused its parameters: KeyError: 'boom'"),
         ({}, {"patch-contract": {"max_files": 9}}, "the patch contract takes no parameters"),

@@ -127,6 +127,30 @@ def test_a_git_seed_from_a_path_is_proved_in_the_sandbox(
     assert git(repo, "status", "--porcelain") == ""
 
 
+def test_a_git_seed_has_room_for_real_files_unless_its_limits_say_otherwise(
+    tmp_path: Path, repository: tuple[Path, str], cache: Path, run_agent, write_plan
+) -> None:
+    repo, commit = repository
+    seed = seed_folder(tmp_path / "seed", str(repo), commit)
+    # A file of a real project, and a whole-file plan for it, as an edit format makes one.
+    large = FIXED + "".join(f"# line {n:05} of a long module\n" for n in range(1000))
+    assert 12_000 < len(large) < 256 * 1024
+
+    assert load_seed(str(seed)).limits.max_total_bytes == 256 * 1024
+    plan = write_plan({"files": [{"path": "pkg/calc.py", "content": large}]})
+    assert run_with(run_agent, seed, plan, cache).returncode == 0
+
+    with (seed / "seed.toml").open("a") as manifest:
+        manifest.write("[limits]\nmax_total_bytes = 12000\n")
+    assert load_seed(str(seed)).limits.max_total_bytes == 12_000
+    refused = run_with(run_agent, seed, plan, cache)
+    assert refused.returncode == 4
+    assert (
+        "the limit is 12000 (the seed's [limits] max_total_bytes in its seed.toml; "
+        "it may be set up to 1048576)"
+    ) in refused.stderr
+
+
 def test_a_git_seed_from_a_file_url_works_offline(
     tmp_path: Path, repository: tuple[Path, str], cache: Path, run_agent, write_plan
 ) -> None:

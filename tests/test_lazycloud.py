@@ -377,12 +377,13 @@ def test_not_logged_in_is_a_configuration_error_saying_to_log_in(
     assert control_plane.requests == []
 
 
-def test_configure_refuses_azure_settings_its_function_cannot_receive(
+def test_configure_refuses_settings_its_function_cannot_receive(
     lazycloud: RunAgent, control_plane: ControlPlane
 ) -> None:
     for extra, named in (
         ({"CODING_AGENT_API_VERSION": "2024-06-01"}, "CODING_AGENT_API_VERSION is not supported"),
         ({"CODING_AGENT_AUTH_HEADER": "api-key"}, "CODING_AGENT_AUTH_HEADER is not supported"),
+        ({"CODING_AGENT_ALLOW_HTTP": "1"}, "CODING_AGENT_ALLOW_HTTP is not supported"),
     ):
         run = lazycloud("lazycloud", "configure", extra=extra)
 

@@ -278,7 +278,14 @@ def test_patterns_too_long_or_too_many_are_refused(tmp_path: Path) -> None:
         ),
         (('tests = ["tests/**"]\n', ""), "missing required key 'tests'"),
         (('name = "stats"', 'name = "Stats Seed"'), "line 1: name: must be 1 to 64 of a-z"),
-        (('name = "stats"', 'name = "stats"\nnmae = "x"'), "line 2: nmae: unknown key"),
+        (
+            ('name = "stats"', 'name = "stats"\nnmae = "x"'),
+            'line 2: nmae: unknown key (did you mean "name"?)',
+        ),
+        (
+            ('name = "stats"', 'name = "stats"\ncolour = "x"'),
+            "line 2: colour: unknown key (known: context, context_budget_bytes, default_prompt, ",
+        ),
         (
             ('files = ["stats/*.py", "tests/*.py"]', 'files = ["stats/missing.py"]'),
             "line 3: files: 'stats/missing.py': no such file",
@@ -314,12 +321,12 @@ def test_conftest_is_a_test_file_even_when_the_manifest_does_not_say_so(tmp_path
 def test_limits_are_checked_by_name_and_type(tmp_path: Path) -> None:
     good = load_seed(make_seed(tmp_path, MANIFEST + "[limits]\nmax_files = 1\n"))
     assert good.limits.max_files == 1
+    # A misspelt key is shown at its own line, with the key it most likely means.
     message = problem(tmp_path, MANIFEST + "\n[limits]\nmax_files = 1\nmax_bytes = 5\n")
-    assert message.startswith("line 9: limits: ")
-    assert "max_bytes" in message
+    assert message == 'line 11: limits.max_bytes: unknown key (did you mean "max_total_bytes"?)'
     # A value off its bounds is shown at its own line.
-    message = problem(tmp_path, MANIFEST + "\n[limits]\nmax_bytes = 5\nmax_files = 0\n")
-    assert message == "line 11: limits.max_files: max_files = 0 is too small: it must be at least 1"
+    message = problem(tmp_path, MANIFEST + "\n[limits]\nmax_files = 0\nmax_total_bytes = 5\n")
+    assert message == "line 10: limits.max_files: max_files = 0 is too small: it must be at least 1"
 
 
 def test_policies_are_switched_on_with_their_parameters(tmp_path: Path) -> None:

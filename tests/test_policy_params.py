@@ -118,7 +118,7 @@ def test_command_line_parameters_override_the_seeds_key_by_key(
         (
             'python-ast.path=["*.py"]',
             "policy 'python-ast' has no parameter 'path' "
-            "(its parameters: forbid, also_forbid, allow, paths)",
+            "(did you mean 'paths'? its parameters: forbid, also_forbid, allow, paths)",
         ),
         ("nope.limit=1", "unknown policy 'nope'"),
     ],
@@ -471,3 +471,30 @@ def test_a_policy_whose_configure_calls_sys_exit_is_a_usage_error() -> None:
     assert caught.value.message == (
         "policy 'exits' refused its parameters: configure() called sys.exit(3)"
     )
+
+
+def test_policies_list_shows_the_limits_of_the_seed_given(
+    tmp_path: Path, run_agent: RunAgent
+) -> None:
+    seed = folder_seed(tmp_path, "[limits]\nmax_files = 5\nmax_total_bytes = 40000\n")
+
+    default = run_agent("policies", "list")
+    text = run_agent("policies", "list", "--seed", str(seed))
+    listed = run_agent("policies", "list", "--seed", str(seed), "--json")
+
+    assert "1 to 3 whole-file replacements" in default.stdout
+    assert "12,000 bytes at most unless the seed's [limits] say otherwise" in default.stdout
+    shown = (
+        "1 to 5 whole-file replacements of editable paths, clean UTF-8 text, "
+        "40,000 bytes at most (the seed's limits)"
+    )
+    assert f"  {shown}\n" in text.stdout
+    assert {row["name"]: row for row in listed.json()}["patch-contract"]["description"] == shown
+
+
+def test_policies_list_refuses_an_unknown_seed(run_agent: RunAgent) -> None:
+    run = run_agent("policies", "list", "--seed", "no-such-seed")
+
+    assert run.returncode == 2
+    assert "unknown seed 'no-such-seed'" in run.stderr
+    assert run.stdout == ""

@@ -809,6 +809,65 @@ def test_provider_on_this_machine_is_never_reached_through_a_proxy(
     assert [r.headers["Authorization"] for r in provider.requests] == [f"Bearer {API_KEY}"]
 
 
+def on_the_network(provider: FakeProvider) -> str:
+    """The provider's base URL by a name the plain-http rule does not count as this machine
+    (``127.1``, which resolves to 127.0.0.1, where the server listens): a model server on
+    the local network, as the rule sees it."""
+    return provider.base_url.replace("127.0.0.1", "127.1", 1)
+
+
+def test_plain_http_to_the_network_is_refused_before_any_connection(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    base_url = on_the_network(provider)
+    port = base_url.split(":")[2].split("/")[0]
+
+    run = run_agent("run", "--json", env={"CODING_AGENT_BASE_URL": base_url})
+
+    assert run.returncode == 2, run.stderr
+    message = run.json()["error"]["message"]
+    assert "uses plain http for '127.1', which would send CODING_AGENT_API_KEY unencrypted" in (
+        message
+    )
+    assert f"ssh -L {port}:localhost:{port} HOST, then http://127.0.0.1:{port}/v1" in message
+    assert "set CODING_AGENT_ALLOW_HTTP=1 to send it over plain http all the same" in message
+    assert provider.requests == []  # the key went nowhere
+
+
+def test_plain_http_to_the_network_is_used_when_allowed_and_never_through_a_proxy(
+    provider: FakeProvider, elsewhere: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    provider.reply_plan(("calculator.py", FIXED_CALCULATOR))
+    proxy = elsewhere.base_url.removesuffix("/v1")
+    env = {name: proxy for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")}
+    env.update(
+        NO_PROXY="",
+        no_proxy="",
+        CODING_AGENT_BASE_URL=on_the_network(provider),
+        CODING_AGENT_ALLOW_HTTP="1",
+    )
+
+    run = run_agent("run", "--json", env=env)
+
+    assert run.returncode == 0, run.stderr
+    assert elsewhere.requests == []
+    assert [r.headers["Authorization"] for r in provider.requests] == [f"Bearer {API_KEY}"]
+
+
+@pytest.mark.parametrize("value", ["yes", "true", "2"])
+def test_the_plain_http_opt_in_takes_only_1_or_0(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun], value: str
+) -> None:
+    env = {"CODING_AGENT_BASE_URL": on_the_network(provider), "CODING_AGENT_ALLOW_HTTP": value}
+
+    run = run_agent("run", "--json", env=env)
+
+    assert run.returncode == 2, run.stderr
+    message = run.json()["error"]["message"]
+    assert message.startswith("CODING_AGENT_ALLOW_HTTP must be 1 (plain http to a host other")
+    assert provider.requests == []
+
+
 @pytest.mark.parametrize(
     ("env", "said"),
     [

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import cattrs
 import pytest
 
@@ -195,7 +196,9 @@ def test_structuring_refuses_unknown_keys(value: object) -> None:
     with pytest.raises(cattrs.BaseValidationError) as raised:
         structure(data, type(value))
 
-    assert describe_structure_error(raised.value) == ["extra fields found (unexpected) @ $"]
+    [said] = describe_structure_error(raised.value)
+    known = ", ".join(sorted(f.alias for f in attrs.fields(type(value)) if f.init))
+    assert said == f'unknown key "unexpected" (known: {known}) @ $'
 
 
 @pytest.mark.parametrize(
@@ -257,3 +260,28 @@ def test_a_field_outside_init_is_left_out_as_the_converter_leaves_it_out() -> No
     value = Derived(("a", "b"))
 
     assert to_jsonable(value) == converter().unstructure(value) == {"given": ["a", "b"]}
+
+
+def test_a_misspelt_key_is_named_with_the_key_it_most_likely_means() -> None:
+    from sandboxed_coding_agent.core.batches.tasks import BatchTask
+
+    with pytest.raises(cattrs.BaseValidationError) as raised:
+        structure({"sed": "calculator", "promt": "Fix add."}, BatchTask)
+
+    # The misspelling first: it is why the required field is missing.
+    assert describe_structure_error(raised.value, root="task") == [
+        'unknown key "promt" (did you mean "prompt"?); '
+        'unknown key "sed" (did you mean "seed"?) @ task',
+        "required field missing @ task.seed",
+    ]
+
+
+def test_unknown_keys_are_shown_cut_and_escaped_and_counted() -> None:
+    from sandboxed_coding_agent.core.serialization import unknown_keys
+
+    assert unknown_keys(["k" * 100], ["seed"]) == (f'unknown key "{"k" * 80}"... (known: seed)')
+    assert unknown_keys(["x\udcff"], ["seed"]) == 'unknown key "x\\udcff" (known: seed)'
+    assert unknown_keys([f"x{n}" for n in range(8)] + ["sed"], ["seed"]) == (
+        'unknown key "sed" (did you mean "seed"?); '
+        'unknown keys "x0", "x1", "x2", "x3" (known: seed); and 4 more unknown keys'
+    )

@@ -59,7 +59,7 @@ def test_an_entry_replaces_the_options_for_its_repository_and_version(tmp_path: 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('["acme/calc"."1.0"]\npyhton = "3.9"\n', "unknown key 'pyhton'"),
+        ('["acme/calc"."1.0"]\npyhton = "3.9"\n', 'unknown key "pyhton" (did you mean "python"'),
         ('["acme/calc"."1.0"]\npython = "3"\n', "python must be a version"),
         ('["acme/calc"."1.0"]\nrequirements = ["x @ https://e.com/x.whl"]\n', "not a package"),
         ('["acme/calc"."1.0"]\nrequirements = ["--index-url=https://e.com"]\n', "is an option"),

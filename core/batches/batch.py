@@ -46,6 +46,7 @@ from .tasks import (
     read_task_lines,
     read_tasks,
     supported_run_options,
+    unknown_names,
 )
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
     "supported_run_options",
     "tokens_of",
     "total_spend",
+    "unknown_names",
     "without_key",
 ]
 

@@ -15,7 +15,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from ..errors import UsageError
 from ..model import MAX_ATTEMPTS, MAX_CANDIDATES, LimitError, edit_format_name, model_name
 from ..plans.contract import _no_duplicate_keys
 from ..runs import orchestrator
+from ..seeds import manifest
 from ..serialization import describe_structure_error, structure
 
 #: Options a task line may give that only some versions of ``orchestrator.run`` take.
@@ -182,6 +183,65 @@ def read_tasks(
         seen[task_id] = number
         tasks.append(TaskLine(number, task_id, task))
     return tasks, invalid
+
+
+#: The commands that list what a task may name, by the kind of name.
+_LISTED_BY = {
+    "seed": "agent seeds list",
+    "planner": "agent planners list",
+    "runner": "agent runners list",
+}
+#: The most unknown names one refusal of a tasks file lists.
+MAX_NAMES_SHOWN = 10
+
+
+def unknown_names(tasks: Sequence[TaskLine], known: Mapping[str, Collection[str]]) -> str | None:
+    """Why the tasks cannot all start, naming each line and task whose seed, planner or runner
+    is unknown, and what is known; ``None`` if every name is known, or its folder is there.
+
+    Checked before the first task starts, so a misspelt name refuses the file rather than
+    end a task hours into a batch. A seed folder is looked for (its ``seed.toml``), not
+    read: a bad one still ends its task in a usage error.
+
+    :param known: the names of the seeds, planners and runners installed, by kind.
+    """
+    problems: list[str] = []
+    kinds: set[str] = set()
+    for task_line in tasks:
+        task = task_line.task
+        where = f"line {task_line.line} (task {task_line.task_id})"
+        if manifest.looks_like_path(task.seed):
+            if not _has_manifest(task.seed):
+                problems.append(f"{where}: no seed folder at {task.seed!r} (no seed.toml there)")
+        elif task.seed not in known["seed"]:
+            problems.append(f"{where}: unknown seed {task.seed!r}")
+            kinds.add("seed")
+        for kind, name in (("planner", task.planner), ("runner", task.runner)):
+            if name not in known[kind]:
+                problems.append(f"{where}: unknown {kind} {name!r}")
+                kinds.add(kind)
+    if not problems:
+        return None
+    more = len(problems) - MAX_NAMES_SHOWN
+    shown = "; ".join(problems[:MAX_NAMES_SHOWN]) + (f"; and {more} more" if more > 0 else "")
+    listed = "; ".join(
+        f"known {kind}s: {', '.join(sorted(known[kind])) or 'none'} (`{_LISTED_BY[kind]}`)"
+        for kind in _LISTED_BY
+        if kind in kinds
+    )
+    return "; ".join(filter(None, (shown, listed, "nothing was run")))
+
+
+def _has_manifest(seed: str) -> bool:
+    """Whether the seed folder a task names has a ``seed.toml``, found as
+    ``manifest.load_seed`` finds it."""
+    path = Path(seed)
+    try:
+        if path.name != manifest.MANIFEST and not path.is_file():
+            path = path / manifest.MANIFEST
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long, a NUL: no such folder either
+        return False
 
 
 def _parse_task(raw: bytes, supported: frozenset[str]) -> BatchTask | None:

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 #: What ``--resume --retry-errors`` runs again: errors that say nothing of the patch.
 RETRIED_STATUSES = ("provider-error", "sandbox-error")
 
+#: The longest reason a progress line gives for a task that ended in an error.
+MAX_REASON_CHARS = 160
+
 _LABELS = {
     "passed": "passed",
     "failed": "failed",
@@ -129,6 +132,11 @@ def batch(
         part = parse_shard(shard) if shard is not None else None
         lines = batching.read_task_lines(tasks)
         todo, invalid = batching.read_tasks(lines, batching.supported_run_options())
+        host = terminal.load_plugins()
+        # Every task's names are checked before any starts, and before --out is touched.
+        unknown = batching.unknown_names(
+            todo, {"seed": host.seeds, "planner": host.planners, "runner": host.runners}
+        )
         if part is not None:
             index, count = part
             todo = [t for t in todo if shard_of(t.task_id, count) == index]
@@ -139,6 +147,8 @@ def batch(
                     f"{tasks} line {problem.line}: {problem.message}; the line was skipped"
                 )
             )
+        if unknown is not None:
+            raise UsageError(batching.blank_key(f"{tasks}: {unknown}"))
         results = batching.ResultsFile(out, resume=resume, tasks_file=tasks)
         try:
             ledger = ledger_for(
@@ -150,7 +160,6 @@ def batch(
                 environ=os.environ,
                 spent=results.spent,
             )
-            host = terminal.load_plugins()
             plugins = host.plugin_infos()
             # A task a budget stopped has no verdict: a resumed batch runs it again, and
             # with --retry-errors one that ended in a provider or sandbox error too.
@@ -288,7 +297,12 @@ class _Progress:
                 terminal.say(
                     f"[{self.done}/{self.total}] task {result.id} (line {result.line}, seed "
                     f"{result.seed}): {result.status}{graded} in {result.seconds:.1f} s{record}"
+                    + _reason(result)
                 )
+            elif result.error is not None:  # a terminal: the bar, and above it what went wrong
+                self._clear()
+                said = f"task {result.id} (line {result.line}): {result.status}{_reason(result)}"
+                terminal.say(said)
             self._draw()
 
     def interrupted(self, running: int) -> None:
@@ -349,6 +363,19 @@ class _Progress:
         if self.tty:
             self.stream.write("\n")
             self.stream.flush()
+
+
+def _reason(result: TaskResult) -> str:
+    """Why a task ended as it did, when it ended in an error: its message, on one line and
+    cut to :data:`MAX_REASON_CHARS` (the results file holds the whole of it)."""
+    from .terminal import one_line
+
+    if result.error is None:
+        return ""
+    message = one_line(result.error.message)
+    if len(message) > MAX_REASON_CHARS:
+        message = message[: MAX_REASON_CHARS - 3] + "..."
+    return f": {message}"
 
 
 def _summary(results: list[TaskResult], invalid: int, ran: int, wall: float) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from .options import DebugOption, JsonOption, group
 from .terminal import echo, load_plugins, one_line, print_json, reporting
@@ -11,22 +13,40 @@ from .terminal import echo, load_plugins, one_line, print_json, reporting
 app = group("Policies that check plans before a sandbox.")
 
 
+ListSeedOption = Annotated[
+    str | None,
+    typer.Option(
+        "--seed",
+        metavar="NAME|FOLDER",
+        help="Show the patch contract with this seed's limits (its [limits] in seed.toml) "
+        "instead of the defaults.",
+    ),
+]
+
+
 @app.command("list")
-def policies_list(as_json: JsonOption = False, debug: DebugOption = False) -> None:
+def policies_list(
+    seed: ListSeedOption = None, as_json: JsonOption = False, debug: DebugOption = False
+) -> None:
     """List policies: name, when they run (always, on or off by default), plugin, parameters."""
+    from ..plans import contract
     from ..plugins import declared_parameters
 
     with reporting(as_json, debug):
         host = load_plugins()
+        limits = None if seed is None else host.seed(seed).limits
         rows: list[dict[str, Any]] = []
         for name, registered in host.policies.items():
             declared = declared_parameters(registered.item)
+            description = registered.description
+            if limits is not None and name == contract.POLICY:
+                description = f"{contract.describe(limits)} (the seed's limits)"
             rows.append(
                 {
                     "name": name,
                     "activation": registered.item.activation,
                     "plugin": registered.plugin,
-                    "description": registered.description,
+                    "description": description,
                     # None: the policy does not declare them (its configure checks them).
                     "parameters": None
                     if declared is None

@@ -33,8 +33,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import PlanRejected, ProviderError, Rejection
+from ..seeds.project import LIMIT_CEILINGS, SeedLimits
 from ..seeds.project import TEST_INFRASTRUCTURE as TEST_INFRASTRUCTURE
-from ..seeds.project import SeedLimits
 from ..serialization import describe_structure_error, structure
 from .planning import PatchFile, PatchPlan
 
@@ -52,6 +52,21 @@ def is_utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def raise_limit(key: str) -> str:
+    """The end of a message refusing a plan for the limit ``key``: where a seed sets it,
+    and the most it may be set to, so the user knows how to raise it."""
+    ceiling = LIMIT_CEILINGS[key]
+    return f" (the seed's [limits] {key} in its seed.toml; it may be set up to {ceiling})"
+
+
+def describe(limits: SeedLimits) -> str:
+    """What the contract allows a plan under ``limits``, in one line."""
+    return (
+        f"1 to {limits.max_files} whole-file replacements of editable paths, clean UTF-8 text, "
+        f"{limits.max_total_bytes:,} bytes at most"
+    )
 
 
 def _reject(rule: str, message: str, path: str | None = None) -> Rejection:
@@ -182,7 +197,8 @@ def check_plan(
         rejections.append(
             _reject(
                 "file-count",
-                f"a plan replaces 1 to {limits.max_files} files; this one has {count}",
+                f"a plan replaces 1 to {limits.max_files} files; this one has {count}"
+                + raise_limit("max_files"),
             )
         )
     seen: set[str] = set()
@@ -206,7 +222,7 @@ def check_plan(
             _reject(
                 "total-size",
                 f"all files together are {total_bytes} UTF-8 bytes; "
-                f"the limit is {limits.max_total_bytes}",
+                f"the limit is {limits.max_total_bytes}" + raise_limit("max_total_bytes"),
             )
         )
     return rejections

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..protocols import PARAMETER_TYPES, PolicyParameter
+from ..serialization import close_key
 
 OPTION = "--policy-param"
 #: Far above any real value (a list of a few hundred names); a longer one is a mistake.
@@ -175,8 +176,10 @@ def check(
         parameter = by_name.get(key)
         if parameter is None:
             known = ", ".join(by_name) or "none: it takes no parameters"
+            close = close_key(key, by_name)
+            hint = f"did you mean {close!r}? " if close is not None else ""
             raise UsageError(
-                f"policy {policy!r} has no parameter {key!r} (its parameters: {known})"
+                f"policy {policy!r} has no parameter {key!r} ({hint}its parameters: {known})"
             )
         problem = value_problem(parameter.type, value)
         if problem is not None:

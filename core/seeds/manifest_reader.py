@@ -21,7 +21,7 @@ import attrs
 
 from ..errors import UsageError
 from ..plans import contract
-from ..serialization import describe_structure_error, structure
+from ..serialization import describe_structure_error, key_hint, structure
 from ..verdicts import verdict
 from ..verdicts.evidence import GUARD_CAPABILITIES
 from ..verdicts.output_tests import CALL, MAX_OUTPUT_TESTS, MAX_TEXT_CHARS, OutputTest
@@ -29,6 +29,7 @@ from . import git_source, patterns, seed_files, seed_folder
 from .manifest_errors import ManifestError, key_lines
 from .project import (
     ALWAYS_TEST_PATHS,
+    GIT_SEED_LIMITS,
     TEST_INFRASTRUCTURE,
     LimitError,
     SeedLimits,
@@ -117,7 +118,7 @@ class ManifestReader:
     def seed(self, data: dict[str, Any], check_policy: PolicyCheck | None) -> SeedProject:
         for key in data:
             if key not in _KEYS:
-                raise self.fail((key,), f"unknown key (known: {', '.join(sorted(_KEYS))})")
+                raise self.fail((key,), f"unknown key {key_hint(key, _KEYS)}")
         name = self.string(data, "name")
         if not _NAME.fullmatch(name):
             raise self.fail(
@@ -165,7 +166,7 @@ class ManifestReader:
         if any("\0" in argument for argument in test_command):
             raise self.fail(("test_command",), "an argument contains a NUL character")
         default_prompt = self.string(data, "default_prompt")
-        limits = self.limits(data.get("limits", {}))
+        limits = self.limits(data.get("limits", {}), git=source is not None)
         policies = self.policies(data.get("policies", {}), check_policy)
         runtime = self.runtime(data.get("runtime"), root, source)
         guard_allow = self.guard(data.get("guard"))
@@ -283,7 +284,7 @@ class ManifestReader:
             raise self.fail(("source",), "must be a table with git and commit")
         for key in table:
             if key not in _SOURCE_KEYS:
-                raise self.fail(("source", key), "unknown key (known: commit, git)")
+                raise self.fail(("source", key), f"unknown key {key_hint(key, _SOURCE_KEYS)}")
         for key in sorted(_SOURCE_KEYS):
             if not isinstance(table.get(key), str) or not table[key].strip():
                 raise self.fail(("source", key), "must be a non-empty string")
@@ -403,11 +404,15 @@ class ManifestReader:
             raise self.fail(("files",), f"{size} bytes in all; a seed has at most {MAX_SEED_BYTES}")
         return tuple(sorted(chosen))
 
-    def limits(self, table: object) -> SeedLimits:
+    def limits(self, table: object, *, git: bool = False) -> SeedLimits:
         if not isinstance(table, dict):
             raise self.fail(("limits",), "must be a table")
+        if git:
+            table = {**GIT_SEED_LIMITS, **table}
         fields = attrs.fields_dict(SeedLimits)
         for key, value in table.items():
+            if key not in fields:
+                raise self.fail(("limits", key), f"unknown key {key_hint(key, fields)}")
             # Checked one by one first, so that a value off its bounds is shown at its line.
             if key in fields and isinstance(value, int | float) and not isinstance(value, bool):
                 try:
@@ -449,7 +454,7 @@ class ManifestReader:
             raise self.fail(("guard",), "must be a table")
         for key in table:
             if key != "allow":
-                raise self.fail(("guard", key), "unknown key (known: allow)")
+                raise self.fail(("guard", key), f"unknown key {key_hint(key, ('allow',))}")
         allow = table.get("allow", [])
         # The guard's capabilities, and what the patch contract lets through on request.
         names = (*GUARD_CAPABILITIES, TEST_INFRASTRUCTURE)
@@ -469,9 +474,7 @@ class ManifestReader:
             raise self.fail(("runtime",), "must be a table")
         for key in table:
             if key not in _RUNTIME_KEYS:
-                raise self.fail(
-                    ("runtime", key), f"unknown key (known: {', '.join(sorted(_RUNTIME_KEYS))})"
-                )
+                raise self.fail(("runtime", key), f"unknown key {key_hint(key, _RUNTIME_KEYS)}")
         python = table.get("python")
         if python is not None and not (
             isinstance(python, str) and re.fullmatch(r"3\.[0-9]+", python)
@@ -557,8 +560,7 @@ class _OutputTestReader:
     def read(self, table: dict[str, Any], output_command: tuple[str, ...]) -> OutputTest:
         for key in table:
             if key not in _OUTPUT_TEST_KEYS:
-                known = ", ".join(sorted(_OUTPUT_TEST_KEYS))
-                raise self.fail(key, f"unknown key (known: {known})")
+                raise self.fail(key, f"unknown key {key_hint(key, _OUTPUT_TEST_KEYS)}")
         name = table.get("name", f"output-{self.index + 1}")
         if (
             not isinstance(name, str)

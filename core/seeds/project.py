@@ -69,6 +69,11 @@ LIMIT_CEILINGS: Mapping[str, int] = MappingProxyType(
 )
 
 
+#: The limits a git seed (``[source]``) has where its ``[limits]`` give none: a real
+#: project's files are larger than a folder seed's, and a plan replaces them whole.
+GIT_SEED_LIMITS: Mapping[str, int] = MappingProxyType({"max_total_bytes": 256 * 1024})
+
+
 class LimitError(ValueError):
     """A limit that is not a finite number within its bounds; the message names it."""
 

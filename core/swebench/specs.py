@@ -34,6 +34,7 @@ import attrs
 from ..errors import UsageError
 from ..model import SeedRuntime
 from ..plans.contract import is_utf8
+from ..serialization import key_hint, quoted_key
 from ..verdicts.evidence import GUARD_CAPABILITIES
 from .seed_contents import FRAMEWORKS, TESTS_PLACEHOLDER, ImportOptions
 
@@ -121,7 +122,8 @@ def _entry(where: str, entry: object) -> RepositorySpec:
         raise UsageError(f"{where}: must be a table of settings")
     unknown = sorted(set(entry) - set(_KEYS))
     if unknown:
-        raise UsageError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(_KEYS)})")
+        key = unknown[0]
+        raise UsageError(f"{where}: unknown key {quoted_key(key)} {key_hint(key, _KEYS)}")
     python = entry.get("python")
     if python is not None and not _is_version(python):
         raise UsageError(f'{where}: python must be a version such as "3.9"')

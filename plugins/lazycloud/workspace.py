@@ -27,6 +27,7 @@ from sandboxed_coding_agent.core.errors import (
     UsageError,
 )
 from sandboxed_coding_agent.core.provider import (
+    ALLOW_HTTP_ENV,
     API_VERSION_ENV,
     AUTH_HEADER_ENV,
     BASE_URL_ENV,
@@ -54,6 +55,8 @@ def configure(environ: Mapping[str, str], deadlines: Deadlines) -> list[str]:
     # The function is deployed with exactly the three secrets; an Azure-style provider
     # configured here would be called remotely without its api-version or header.
     unsupported = [name for name in (API_VERSION_ENV, AUTH_HEADER_ENV) if environ.get(name, "")]
+    if environ.get(ALLOW_HTTP_ENV, "").strip() not in ("", "0"):
+        unsupported.append(ALLOW_HTTP_ENV)
     if unsupported:
         named = " and ".join(unsupported)
         raise ConfigurationError(

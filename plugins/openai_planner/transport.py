@@ -172,21 +172,23 @@ def _client(call: PlannerCall) -> httpx.Client:
 
     Redirects are not followed: the request goes to the configured URL or nowhere.
     Proxies from the environment (``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``) are
-    used for a remote provider, which is always https: the proxy relays an encrypted
-    tunnel and never sees the key. A provider on this machine is never reached
-    through a proxy, as its plain http request, key included, would leave it.
+    used for a remote provider over https: the proxy relays an encrypted tunnel and
+    never sees the key. A provider over plain http (one on this machine, or one that
+    ``CODING_AGENT_ALLOW_HTTP`` lets the planner reach on the network) is never reached
+    through a proxy: its plain request, key included, would go to the proxy too.
     """
     import httpx
 
     try:
-        host = httpx.URL(call.settings.completions_url).host
+        url = httpx.URL(call.settings.completions_url)
+        host = url.host
     except (httpx.InvalidURL, UnicodeError) as error:
         raise ConfigurationError(
             f"{BASE_URL_ENV} cannot be used: {call.redact(str(error))}",
             planner_task_id=call.task_id,
         ) from None
     direct = None
-    if is_loopback(host):
+    if is_loopback(host) or url.scheme == "http":
         direct = {f"all://[{host}]" if ":" in host else f"all://{host}": None}
     try:
         return httpx.Client(
