@@ -521,3 +521,12 @@ def test_a_command_judged_by_its_exit_status_starts_as_through_execvp() -> None:
     assert killed.exit_code == 128 + 15
     assert missing.exit_code == 127
     assert "no-such-command-here" in missing.output
+
+
+def test_no_signal_to_pid_1_turns_a_failing_command_into_a_pass() -> None:
+    # PID 1 (the execute-only shell) catches SIGINT, which ends it with 130: never 0.
+    outcome = _exit_status_job(
+        "sh", "-c", "for s in $(seq 1 64); do kill -s $s 1 2>/dev/null; done; sleep 0.2; exit 1"
+    )
+
+    assert outcome.exit_code not in (0, None), outcome.output
