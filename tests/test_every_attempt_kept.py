@@ -148,12 +148,16 @@ def test_each_task_keeps_and_shows_the_instruction_it_ran_with_the_seeds_default
 ) -> None:
     reply_refused(provider)
     provider.reply_plan(REFUSED[0])
+    # A seed that cannot be loaded (a tasks file naming an unknown one is refused whole).
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "seed.toml").write_text("name = [not toml\n")
     tasks = write_tasks(
         tmp_path / "tasks.jsonl",
         [
             {"seed": "calculator", "id": "default"},
             {"seed": "calculator", "id": "own", "prompt": "Make <b>add</b> add."},
-            {"seed": "no-such-seed", "id": "unknown"},
+            {"seed": str(broken), "id": "unknown"},
         ],
     )
     out = tmp_path / "results.jsonl"
