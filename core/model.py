@@ -57,6 +57,21 @@ def _frozen_mapping(value: Mapping[str, bytes]) -> Mapping[str, bytes]:
 
 
 @attrs.frozen
+class SessionStep:
+    """A job that is one command of a session (see :mod:`~.runs.sessions`): the runner's
+    harness runs the command, ends every process it left, and hands back the project
+    folder's files in its report.
+
+    :ivar timeout_seconds: how long the command may run; the harness stops it then and
+        still hands back the files (the job's own timeout leaves room for that).
+    :ivar max_bytes: the most bytes of files it hands back; past that, none.
+    """
+
+    timeout_seconds: float = attrs.field(validator=v.gt(0))
+    max_bytes: int = attrs.field(validator=v.gt(0))
+
+
+@attrs.frozen
 class SandboxJob:
     """Everything a runner needs to test a patch, and nothing else.
 
@@ -75,6 +90,9 @@ class SandboxJob:
         ``None``: ``files`` is the whole project.
     :ivar output_probes: how to run each of the seed's output tests (see
         :mod:`~.output_tests`): never what they must give, nor which are hidden.
+    :ivar session: set when the job is one command of a session: the runner's harness
+        then hands back the project's files (a runner that cannot leaves ``report``
+        ``None``, and the session says it is not offered). ``None`` for a test.
     """
 
     seed: str
@@ -85,6 +103,7 @@ class SandboxJob:
     harness: TestHarness | None = None
     tree: SourceTree | None = None
     output_probes: tuple[OutputProbe, ...] = ()
+    session: SessionStep | None = None
 
 
 #: The limits a runner may name in :attr:`SandboxOutcome.limit_hit`.

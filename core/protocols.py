@@ -363,6 +363,16 @@ class Runner(Protocol):
           (the local runner: ``bwrap --as-pid-1``). A runner that cannot leaves
           ``report`` ``None``: the verdict then rests on the exit status alone,
           and the result says so.
+        * **Sessions.** A job with ``job.session`` is one shell command of a
+          session (``core.runs.sessions``): run the
+          harness as for any job with ``job.harness``; its settings then tell it
+          to run the command, stop it at ``job.session.timeout_seconds``, kill
+          every other process of the sandbox, and write the project folder's
+          files to its report, which you return as for a test. A runner that runs
+          the harness so offers sessions with no code of its own; one that does
+          not returns ``report=None`` and the session says the runner offers none.
+          ``core.testing.check_sessions`` checks a
+          runner against this.
 
         :param job: the files with the replacement applied, the test command,
             the limits and the runtime the test needs.

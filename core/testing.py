@@ -38,7 +38,14 @@ from .protocols import Check, PatchPolicy, Planner, Runner
 from .runs import orchestrator
 from .seeds import manifest
 
-__all__ = ["LoadedPlugin", "PluginProblem", "load_distribution", "load_plugin", "patch"]
+__all__ = [
+    "LoadedPlugin",
+    "PluginProblem",
+    "check_sessions",
+    "load_distribution",
+    "load_plugin",
+    "patch",
+]
 
 
 class PluginProblem(AssertionError):
@@ -215,3 +222,50 @@ class LoadedPlugin:
         chosen = self.policies_for(seed, policies=policies, parameters=parameters)
         picked = self.host.runner(runner)
         return orchestrator.run(seed, runner=picked, policies=chosen, plan=plan, limits=limits)
+
+
+def check_sessions(runner: Runner, seed: SeedProject) -> None:
+    """Check that ``runner`` offers sessions as the runner contract says (see
+    :meth:`~sandboxed_coding_agent.core.protocols.Runner.run_test`), on ``seed``: one
+    with at least one editable and one test file. Each check runs real commands in the
+    runner's sandboxes (a dozen, one of them stopped at a 2-second limit).
+
+    :raises AssertionError: naming the first rule the runner breaks.
+    :raises SessionError: the runner offers no sessions at all.
+    """
+    from .runs.sessions import Session
+
+    editable, test = seed.editable_files[0], seed.test_files[0]
+    session = Session(runner, seed, command_seconds=30)
+    shown = session.run(f"cat {editable}")
+    original = seed.read_files()[editable].decode("utf-8", errors="replace")
+    _require(shown.exit_code == 0 and original.strip() in shown.output, "cat shows the file")
+    made = session.run(
+        f"echo '# changed' >> {editable} && echo kept > scratch.txt && "
+        "export SESSION_MARK=1 && cd / && (sleep 300 &) && echo started"
+    )
+    _require(made.exit_code == 0 and "started" in made.output, "a command runs with bash -c")
+    after = session.run(
+        "tail -n 1 " + editable + "; cat scratch.txt; echo mark=${SESSION_MARK:-none}; pwd; "
+        "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done"
+    )
+    _require("# changed" in after.output and "kept" in after.output, "files carry over")
+    _require("mark=none" in after.output, "no variable carries over from one command")
+    _require("sleep 300" not in after.output, "no process outlives its command")
+    _require(after.output.splitlines()[3:4] != ["/"], "each command starts in the project folder")
+    refused = session.run(f"echo x >> {test}; echo status=$?")
+    _require("status=0" not in refused.output, "test files are read-only")
+    offline = session.run("(exec 3<>/dev/tcp/1.1.1.1/53) 2>/dev/null; echo status=$?")
+    _require("status=0" not in offline.output, "a session has no network")
+    slow = session.run(f"echo '# late' >> {editable}; sleep 60", seconds=2)
+    _require(slow.timed_out and slow.exit_code is None, "a command past its time is stopped")
+    changes = session.changes()
+    changed = changes.get(editable) or b""
+    _require(b"# changed" in changed and b"# late" in changed, "the session's changes are kept")
+    _require(changes.get("scratch.txt") == b"kept\n", "a file made in a session is a change")
+    _require(test not in changes, "a test file is never among the changes")
+
+
+def _require(condition: bool, rule: str) -> None:
+    if not condition:
+        raise AssertionError(f"the runner breaks the session contract: {rule}")

@@ -22,6 +22,7 @@ FILES = (
     "unittest_runner.py",
     "pytest_plugin.py",
     "output_tests.py",
+    "session_step.py",
 )
 
 

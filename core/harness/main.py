@@ -22,11 +22,14 @@ What it does, in order, before any code of the seed runs:
    line of kind ``output`` to the report, numbered in a series of its own,
    before any code of the seed runs in this process. The expected values are
    not in the sandbox: the agent compares them outside it.
-4. With a test command that is not a known framework's, it starts the
+4. With ``collect`` in its settings (one command of a session), it runs the command,
+   ends every other process, and writes the project folder's files to the report
+   (:mod:`.session_step`).
+5. With a test command that is not a known framework's, it starts the
    command, reaps every process that ends, and exits with the command's
    status once it ends (the rest of the sandbox is then killed by the
    kernel). The verdict rests on that status alone.
-5. With ``unittest`` or ``pytest``, it installs the guard
+6. With ``unittest`` or ``pytest``, it installs the guard
    (:mod:`sandboxed_coding_agent.core.guard`'s text, run in this process) and
    runs the framework in this process, noting which tests ran and how each
    ended from the framework's own calls, and writes each as a line signed
@@ -171,7 +174,8 @@ def main(argv: list[str]) -> None:
     report_path = settings.get("report_path")
     probes = settings.pop("probes", None) or []
     framework = settings.get("framework")
-    if report_fd < 0 and report_path and (framework is not None or probes):
+    collect = settings.get("collect")
+    if report_fd < 0 and report_path and (framework is not None or probes or collect):
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
         report_fd = os.open(str(report_path), flags, 0o600)
     if report_fd >= 0:
@@ -182,6 +186,11 @@ def main(argv: list[str]) -> None:
         # one, its line signed here, before the guard's (which number theirs from 1 again).
         timeout = float(settings.get("probe_timeout", 10.0))
         _load("output_tests").run_probes(probes, timeout, _signer(report_fd, key))
+    if collect is not None:
+        # One command of a session: the files it leaves are handed back, signed as all lines.
+        fixed = set(settings.get("files", ())) - set(settings.get("editable", ()))
+        step = _load("session_step")
+        os._exit(step.run_step(command, collect, fixed, _signer(report_fd, key)))
     if framework is None:
         if report_fd >= 0:
             os.close(report_fd)

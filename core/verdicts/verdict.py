@@ -15,7 +15,7 @@ import hmac
 import json
 import os
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import PurePosixPath
 
 import attrs
@@ -98,7 +98,7 @@ def harness_settings(
         folder), for a runner that reads it back once the test has ended.
     """
     harness = job.harness
-    settings = {
+    settings: dict[str, object] = {
         "argv": list(argv),
         "framework": harness.framework if harness else None,
         "key": harness.key if harness else os.urandom(32).hex(),
@@ -112,6 +112,12 @@ def harness_settings(
         "probes": [attrs.asdict(probe) for probe in job.output_probes],
         "probe_timeout": probe_timeout(job),
     }
+    if job.session is not None:
+        # One command of a session: run it, end what it left, hand back the files.
+        settings["collect"] = {
+            "timeout": job.session.timeout_seconds,
+            "max_bytes": job.session.max_bytes,
+        }
     return json.dumps(settings).encode("utf-8")
 
 
@@ -175,6 +181,15 @@ def read_report(text: str, harness: TestHarness) -> TestReport:
         elif kind == "aborted":
             status, detail = "aborted", str(record.get("reason", "aborted"))[:300]
     return TestReport(framework, status, tuple(tests.values()), tuple(guard), detail)
+
+
+def signed_lines(text: str, key: str) -> Iterator[dict[str, object] | None]:
+    """Each line of a harness's report, checked against ``key`` (hex) and its place in the
+    series: the record, or ``None`` for a line the harness did not write there."""
+    raw = bytes.fromhex(key)
+    for number, line in enumerate(text.splitlines(), start=1):
+        record = _signed(line, raw)
+        yield record if record is not None and record.get("seq") == number else None
 
 
 def _signed(line: str, key: bytes) -> dict[str, object] | None:

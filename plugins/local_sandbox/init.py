@@ -49,9 +49,10 @@ SYSTEM_PATH = "/usr/bin:/bin"
 
 def exit_status_only(job: SandboxJob) -> bool:
     """Whether ``job``'s verdict rests on the exit status alone: no framework the harness
-    reads, and no output tests, so the harness would sign nothing."""
+    reads, no output tests and no session's files to hand back, so the harness would
+    sign nothing."""
     framework = None if job.harness is None else job.harness.framework
-    return framework is None and not job.output_probes
+    return framework is None and not job.output_probes and job.session is None
 
 
 @functools.cache

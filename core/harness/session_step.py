@@ -1,0 +1,149 @@
+"""One command of a session, run by the harness as the sandbox's PID 1.
+
+The command runs as ``bash -c COMMAND`` (the runner's job says so) in the project
+folder. When it ends, or when its time is up, every other process of the sandbox
+is killed and reaped, so nothing the command left running can change a file
+while they are read; then the project folder's files are handed back in the
+report, one signed line each, for the agent to carry into the next command:
+
+* ``{"kind": "step", "exit_code": N or null, "timed_out": bool}``;
+* ``{"kind": "file", "path": P, "data": BASE64}`` for every regular file on the
+  project folder's own file system that is not one of the seed's read-only files
+  (a git seed's tree, bound read-only, is on another one and is never read);
+* ``{"kind": "files", "count": N, "skipped": [...]}`` at the end, or
+  ``{"kind": "too-large", "bytes": N, "files": N}`` when the files passed the step's
+  bound or :data:`MAX_FILES` (none are handed back then). Links and special files
+  are named in ``skipped``.
+
+The agent treats every line as the work of the command, which it is: hostile data,
+checked there. This module uses the standard library only, and runs on Python 3.8.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import select
+import signal
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+#: How often the harness looks at the command when it cannot wait on a pidfd (Python 3.8).
+POLL_SECONDS = 0.01
+#: The most files handed back: past that, none (as past the step's bytes).
+MAX_FILES = 10_000
+
+
+def run_step(
+    argv: list[str], collect: dict[str, Any], fixed: set[str], write: Callable[..., None]
+) -> int:
+    """Run ``argv``, end every process, report the files; the command's exit status."""
+    timeout = float(collect["timeout"])
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.execvp(argv[0], argv)  # noqa: S606 - the session's command, in the sandbox
+        except OSError as error:
+            os.write(2, f"harness: cannot run {argv[0]}: {error.strerror}\n".encode())
+        os._exit(127)
+    status = _wait(pid, timeout)
+    _end_every_other_process()
+    timed_out = status is None
+    code = None if status is None else _exit_code(status)
+    write("step", exit_code=code, timed_out=timed_out)
+    _hand_back(fixed, int(collect["max_bytes"]), write)
+    return 0 if code is None else code
+
+
+def _exit_code(status: int) -> int:
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return 1
+
+
+def _wait(pid: int, timeout: float) -> int | None:
+    """The command's wait status, reaping whatever else ends meanwhile; ``None`` once its
+    time is up."""
+    deadline = time.monotonic() + timeout
+    pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
+    try:
+        while True:
+            ended, status = os.waitpid(-1, os.WNOHANG)
+            while ended not in (0, pid):
+                ended, status = os.waitpid(-1, os.WNOHANG)
+            if ended == pid:
+                return status
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if pidfd is not None:
+                # Wakes when the command ends; orphans reparented here are reaped above.
+                select.select([pidfd], [], [], min(left, 0.25))
+            else:
+                time.sleep(min(left, POLL_SECONDS))
+    except ChildProcessError:
+        return 0
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _end_every_other_process() -> None:
+    """As PID 1: kill every other process of the sandbox and reap them all."""
+    with contextlib.suppress(OSError):
+        os.kill(-1, signal.SIGKILL)
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+
+
+def _hand_back(fixed: set[str], max_bytes: int, write: Callable[..., None]) -> None:
+    device = os.stat(".").st_dev
+    found: list[tuple[str, str]] = []
+    skipped: list[str] = []
+    total = 0
+    for folder, folders, names in os.walk(".", followlinks=False):
+        kept = []
+        for name in sorted(folders):
+            path = os.path.join(folder, name)
+            if os.lstat(path).st_dev == device:
+                kept.append(name)
+        folders[:] = kept
+        for name in sorted(names):
+            path = os.path.join(folder, name)
+            relative = os.path.relpath(path, ".")
+            if relative in fixed:
+                continue
+            status = os.lstat(path)
+            if status.st_dev != device:
+                continue
+            if not _regular(status.st_mode):
+                skipped.append(relative)
+                continue
+            total += status.st_size
+            if total > max_bytes or len(found) >= MAX_FILES:
+                write("too-large", bytes=total, files=len(found) + 1)
+                return
+            found.append((relative, path))
+    for relative, path in found:
+        with open(path, "rb") as stream:
+            data = stream.read(max_bytes + 1)
+        write("file", path=relative, data=base64.b64encode(data).decode("ascii"))
+    write("files", count=len(found), skipped=skipped[:100])
+
+
+def _regular(mode: int) -> bool:
+    import stat
+
+    return stat.S_ISREG(mode)

@@ -1,0 +1,203 @@
+"""Sessions: shell commands run one at a time on a seed, each in a fresh sandbox.
+
+A planner that explores (looks around, runs the visible tests, edits) works in a
+session. Each command is one job of the runner, with the same walls as a test:
+no network, nothing of the host but what it needs read-only, the seed's limits,
+every process gone when the command ends. It runs as ``bash -c COMMAND`` in the
+project folder; the only state carried from one command to the next is the
+project's files, which the runner's harness hands back after each command
+(:attr:`~sandboxed_coding_agent.core.model.SandboxJob.session`). So there is no
+hidden state between commands: no environment variable, working folder or
+process survives one.
+
+What a session sees: the seed's files without its hidden tests, and for a git seed
+its tree with no ``.git``. Its test files are read-only (as in a test's sandbox);
+every other file may be changed, and files may be made. :meth:`Session.changes`
+says what differs from the seed at the end; a planner turns the changes to
+editable files into a plan, which is then proven in a fresh sandbox from the
+pristine seed, never in the session.
+
+Any runner whose harness honours ``SandboxJob.session`` offers sessions (the local
+sandbox's does, and any runner that starts the harness as its PID 1 with the
+settings it is given). A runner that does not hands back no files, and the first
+command says so (:class:`SessionError`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import secrets
+import time
+from collections.abc import Mapping
+
+import attrs
+
+from ..errors import SandboxError
+from ..model import SandboxJob, SeedProject, SessionStep
+from ..protocols import Runner
+from ..verdicts.evidence import TestHarness
+from ..verdicts.verdict import MAX_REPORT_BYTES, signed_lines
+
+#: Seconds one command may run when the caller does not say.
+DEFAULT_COMMAND_SECONDS = 60.0
+#: What a session's files may come to, in all: what the harness hands back after each
+#: command travels in its report, whose bound is the runner's.
+MAX_SESSION_BYTES = MAX_REPORT_BYTES // 2
+#: Seconds the runner's timeout leaves, after the command's, for ending its processes and
+#: handing back the files.
+HAND_BACK_SECONDS = 10.0
+
+
+class SessionError(SandboxError):
+    """A session could not go on: its runner offers none, or a command's files could not
+    be carried (too many, or not handed back)."""
+
+
+@attrs.frozen
+class CommandResult:
+    """What one command of a session gave.
+
+    :ivar command: the command, as given.
+    :ivar output: its standard output and error, merged in order, as the runner bounds it.
+    :ivar output_truncated: whether the output was cut at the bound.
+    :ivar exit_code: its exit status (``128 + N`` when killed by signal N); ``None`` when
+        it was stopped at its time limit.
+    :ivar timed_out: whether it was stopped at its time limit.
+    :ivar seconds: how long the step took, sandbox included.
+    :ivar sandbox_id: the runner's ID of the (terminated) sandbox it ran in.
+    """
+
+    command: str
+    output: str
+    output_truncated: bool
+    exit_code: int | None
+    timed_out: bool
+    seconds: float
+    sandbox_id: str
+
+
+class Session:
+    """Shell commands run one at a time on ``seed``, each in a fresh sandbox of ``runner``.
+
+    :param command_seconds: how long each command may run (a command may ask for less).
+    """
+
+    def __init__(
+        self,
+        runner: Runner,
+        seed: SeedProject,
+        *,
+        command_seconds: float = DEFAULT_COMMAND_SECONDS,
+    ) -> None:
+        self.runner = runner
+        self.seed = seed
+        self.command_seconds = command_seconds
+        hidden = set(seed.hidden_files)
+        self._original = {p: data for p, data in seed.read_files().items() if p not in hidden}
+        self.files: dict[str, bytes] = dict(self._original)
+        self.tests = tuple(p for p in seed.test_files if p not in hidden)
+
+    def run(self, command: str, *, seconds: float | None = None) -> CommandResult:
+        """Run ``command`` with ``bash -c`` in a fresh sandbox holding the session's files,
+        and carry the files it leaves into the next command.
+
+        :raises SessionError: the runner hands back no files, or too many.
+        :raises SandboxError: the sandbox could not be made.
+        """
+        limit = min(seconds or self.command_seconds, self.command_seconds)
+        key = secrets.token_hex(32)
+        writable = [path for path in self.files if path not in self.tests]
+        job = SandboxJob(
+            seed=self.seed.name,
+            files=self.files,
+            test_command=("bash", "-c", command),
+            limits=attrs.evolve(self.seed.limits, test_timeout_seconds=limit + HAND_BACK_SECONDS),
+            runtime=self.seed.runtime,
+            harness=TestHarness(
+                key=key, framework=None, editable=tuple(writable), tests=self.tests
+            ),
+            tree=self.seed.source,
+            session=SessionStep(timeout_seconds=limit, max_bytes=MAX_SESSION_BYTES),
+        )
+        started = time.monotonic()
+        outcome = self.runner.run_test(job)
+        exit_code, timed_out, files = read_hand_back(outcome.report, key, self.runner.name)
+        self.files = {**{p: d for p, d in self.files.items() if p in self.tests}, **files}
+        return CommandResult(
+            command=command,
+            output=outcome.output,
+            output_truncated=outcome.output_truncated,
+            exit_code=None if timed_out else exit_code,
+            timed_out=timed_out or outcome.timed_out,
+            seconds=round(time.monotonic() - started, 3),
+            sandbox_id=outcome.sandbox_id,
+        )
+
+    def changes(self) -> dict[str, bytes | None]:
+        """Each file that differs from the seed's: its bytes now, or ``None`` if deleted."""
+        changed: dict[str, bytes | None] = {
+            path: data for path, data in self.files.items() if self._original.get(path) != data
+        }
+        changed.update({path: None for path in self._original if path not in self.files})
+        return dict(sorted(changed.items()))
+
+
+def read_hand_back(
+    report: str | None, key: str, runner: str
+) -> tuple[int | None, bool, dict[str, bytes]]:
+    """The command's exit status, whether it timed out, and the files of its report, checked
+    as the hostile data
+    they are (the command wrote them, in effect).
+
+    :raises SessionError: no step or end line (the runner offers no sessions, or the
+        harness did not finish), too many files, or a line that is not what the
+        harness writes.
+    """
+    if report is None:
+        raise SessionError(f"runner {runner!r} offers no sessions: it runs no harness")
+    step: tuple[int | None, bool] | None = None
+    files: dict[str, bytes] = {}
+    ended = False
+    if len(report) > MAX_REPORT_BYTES:
+        raise SessionError("what the command's sandbox handed back is larger than any report")
+    for line in signed_lines(report, key):
+        if line is None:
+            raise SessionError("what the command's sandbox handed back is not the harness's")
+        kind = line.get("kind")
+        if kind == "step" and step is None:
+            step = (_int_or_none(line.get("exit_code")), line.get("timed_out") is True)
+        elif kind == "file" and step is not None and not ended:
+            path, data = _file(line)
+            files[path] = data
+        elif kind == "files" and step is not None:
+            ended = True
+        elif kind == "too-large":
+            raise SessionError(
+                f"the session's files came to more than {MAX_SESSION_BYTES} bytes "
+                "(or too many files) after the command; remove what it made"
+            )
+    if step is None or not ended:
+        raise SessionError(
+            f"runner {runner!r} handed back no files after the command (it offers no "
+            "sessions, or the sandbox ended before the harness did)"
+        )
+    return step[0], step[1], files
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _file(line: Mapping[str, object]) -> tuple[str, bytes]:
+    path, data = line.get("path"), line.get("data")
+    if not isinstance(path, str) or not isinstance(data, str):
+        raise SessionError("a file handed back after the command is not a path and data")
+    parts = path.split("/")
+    if path.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\0" in path:
+        raise SessionError(f"a file handed back after the command has the path {path!r}")
+    try:
+        return os.path.normpath(path), base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise SessionError(f"the file {path!r} handed back is not base64") from None
