@@ -111,10 +111,9 @@ END = {"kind": "files", "count": 1, "skipped": []}
 
 
 def test_what_a_command_hands_back_is_read_as_hostile_data() -> None:
-    exit_code, timed_out, files = read_hand_back(
-        _signed(STEP, _file("pkg/a.py", b"ok\n"), END), KEY, "local"
-    )
-    assert (exit_code, timed_out, files) == (0, False, {"pkg/a.py": b"ok\n"})
+    handed = read_hand_back(_signed(STEP, _file("pkg/a.py", b"ok\n"), END), KEY, "local")
+    assert (handed.exit_code, handed.timed_out) == (0, False)
+    assert handed.files == {"pkg/a.py": b"ok\n"}
 
     for path in ("../outside.py", "/etc/passwd", "a/../../b", "a//b", "./a", "a\0b"):
         with pytest.raises(SessionError, match="has the path"):
@@ -137,3 +136,13 @@ def test_a_session_whose_files_outgrow_its_bound_says_so() -> None:
         session.run("head -c 6000000 /dev/zero > big.bin")
     # The files before the command are still the session's.
     assert "big.bin" not in session.files
+
+
+def test_links_and_special_files_are_named_as_not_kept() -> None:
+    session = Session(LocalSandbox(), calculator_seed(), command_seconds=20)
+
+    made = session.run("ln -s /etc/hostname link; mkfifo pipe; echo kept > plain.txt")
+
+    assert set(made.not_kept) == {"link", "pipe"}
+    assert "link" not in session.files
+    assert session.files["plain.txt"] == b"kept\n"

@@ -67,6 +67,8 @@ class CommandResult:
     :ivar timed_out: whether it was stopped at its time limit.
     :ivar seconds: how long the step took, sandbox included.
     :ivar sandbox_id: the runner's ID of the (terminated) sandbox it ran in.
+    :ivar not_kept: what the command left that a session does not carry to the next one:
+        symbolic links, pipes and other files that are not regular (at most 100 named).
     """
 
     command: str
@@ -76,6 +78,7 @@ class CommandResult:
     timed_out: bool
     seconds: float
     sandbox_id: str
+    not_kept: tuple[str, ...] = ()
 
 
 class Session:
@@ -123,7 +126,8 @@ class Session:
         )
         started = time.monotonic()
         outcome = self.runner.run_test(job)
-        exit_code, timed_out, files = read_hand_back(outcome.report, key, self.runner.name)
+        handed = read_hand_back(outcome.report, key, self.runner.name)
+        exit_code, timed_out, files = handed.exit_code, handed.timed_out, handed.files
         self.files = {**{p: d for p, d in self.files.items() if p in self.tests}, **files}
         return CommandResult(
             command=command,
@@ -133,6 +137,7 @@ class Session:
             timed_out=timed_out or outcome.timed_out,
             seconds=round(time.monotonic() - started, 3),
             sandbox_id=outcome.sandbox_id,
+            not_kept=handed.not_kept,
         )
 
     def changes(self) -> dict[str, bytes | None]:
@@ -144,9 +149,17 @@ class Session:
         return dict(sorted(changed.items()))
 
 
-def read_hand_back(
-    report: str | None, key: str, runner: str
-) -> tuple[int | None, bool, dict[str, bytes]]:
+@attrs.frozen
+class HandBack:
+    """What the harness handed back after a command: its status, and the project's files."""
+
+    exit_code: int | None
+    timed_out: bool
+    files: dict[str, bytes]
+    not_kept: tuple[str, ...]
+
+
+def read_hand_back(report: str | None, key: str, runner: str) -> HandBack:
     """The command's exit status, whether it timed out, and the files of its report, checked
     as the hostile data
     they are (the command wrote them, in effect).
@@ -159,6 +172,7 @@ def read_hand_back(
         raise SessionError(f"runner {runner!r} offers no sessions: it runs no harness")
     step: tuple[int | None, bool] | None = None
     files: dict[str, bytes] = {}
+    not_kept: tuple[str, ...] = ()
     ended = False
     if len(report) > MAX_REPORT_BYTES:
         raise SessionError("what the command's sandbox handed back is larger than any report")
@@ -171,7 +185,10 @@ def read_hand_back(
         elif kind == "file" and step is not None and not ended:
             path, data = _file(line)
             files[path] = data
-        elif kind == "files" and step is not None:
+        elif kind == "files" and step is not None and not ended:
+            skipped = line.get("skipped")
+            if isinstance(skipped, list):
+                not_kept = tuple(str(name)[:200] for name in skipped[:100])
             ended = True
         elif kind == "too-large":
             raise SessionError(
@@ -183,7 +200,7 @@ def read_hand_back(
             f"runner {runner!r} handed back no files after the command (it offers no "
             "sessions, or the sandbox ended before the harness did)"
         )
-    return step[0], step[1], files
+    return HandBack(step[0], step[1], files, not_kept)
 
 
 def _int_or_none(value: object) -> int | None:
