@@ -7,10 +7,17 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 from pathlib import Path
 
 import attrs
 import pytest
+from lazycloud_standin import (  # noqa: F401 - the fixtures, used by their names
+    ControlPlane,
+    control_plane_fixture,
+    lazycloud_env_fixture,
+    lazycloud_sdk_fixture,
+)
 from test_git_seeds import make_repository, seed_folder
 from test_hidden_tests import seed as hidden_seed  # noqa: F401 - a fixture
 
@@ -20,6 +27,7 @@ from sandboxed_coding_agent.core.seeds import git_source
 from sandboxed_coding_agent.core.seeds.manifest import load_seed
 from sandboxed_coding_agent.core.testing import check_sessions
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
+from sandboxed_coding_agent.plugins.lazycloud.runner import LazyCloudRunner
 from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
 
 KEY = "ab" * 32
@@ -146,3 +154,20 @@ def test_links_and_special_files_are_named_as_not_kept() -> None:
     assert set(made.not_kept) == {"link", "pipe"}
     assert "link" not in session.files
     assert session.files["plain.txt"] == b"kept\n"
+
+
+def test_lazycloud_sandboxes_offer_sessions(tmp_path: Path, lazycloud_sdk: ControlPlane) -> None:
+    # The control plane is the suite's stand-in (no real one is reachable from here): its
+    # sandboxes run the harness as an ordinary process, not as PID 1, so this shows the
+    # session part of the contract, not LazyCloud's walls.
+    runner = LazyCloudRunner(environ={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")})
+    session = Session(runner, calculator_seed(), command_seconds=20)
+
+    first = session.run("cat calculator.py; echo kept > notes.txt; export MARK=1; (sleep 30 &)")
+    second = session.run("cat notes.txt; echo mark=${MARK:-none}")
+
+    assert "def add" in first.output, first.output
+    assert "kept" in second.output
+    assert "mark=none" in second.output
+    assert session.changes() == {"notes.txt": b"kept\n"}
+    assert not any(sandbox.processes for sandbox in lazycloud_sdk.live_sandboxes())

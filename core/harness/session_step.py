@@ -2,6 +2,7 @@
 
 The command runs as ``bash -c COMMAND`` (the runner's job says so) in the project
 folder. When it ends, or when its time is up, every other process of the sandbox
+(for a harness that is not the sandbox's PID 1, of the command's process group)
 is killed and reaped, so nothing the command left running can change a file
 while they are read; then the project folder's files are handed back in the
 report, one signed line each, for the agent to carry into the next command:
@@ -47,12 +48,13 @@ def run_step(
     pid = os.fork()
     if pid == 0:
         try:
+            os.setsid()  # a group of its own, for a harness that is not PID 1 to end
             os.execvp(argv[0], argv)  # noqa: S606 - the session's command, in the sandbox
         except OSError as error:
             os.write(2, f"harness: cannot run {argv[0]}: {error.strerror}\n".encode())
         os._exit(127)
     status = _wait(pid, timeout)
-    _end_every_other_process()
+    _end_every_other_process(pid)
     timed_out = status is None
     code = None if status is None else _exit_code(status)
     write("step", exit_code=code, timed_out=timed_out)
@@ -95,10 +97,18 @@ def _wait(pid: int, timeout: float) -> int | None:
             os.close(pidfd)
 
 
-def _end_every_other_process() -> None:
-    """As PID 1: kill every other process of the sandbox and reap them all."""
+def _end_every_other_process(command: int) -> None:
+    """As PID 1, kill every other process of the sandbox, and reap them all.
+
+    A harness that is not PID 1 (a runner whose container has an init of its own) kills
+    the command's process group instead: ``kill(-1)`` there would reach every process its
+    user may signal, the runner's own among them.
+    """
     with contextlib.suppress(OSError):
-        os.kill(-1, signal.SIGKILL)
+        if os.getpid() == 1:
+            os.kill(-1, signal.SIGKILL)
+        else:
+            os.killpg(command, signal.SIGKILL)
     while True:
         try:
             os.waitpid(-1, 0)
