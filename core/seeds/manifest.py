@@ -96,7 +96,16 @@ def load_seed(
     if untrusted is None:
         untrusted = not _PLUGIN_SEEDS.get()
     path = Path(location)
-    manifest = path if path.name == MANIFEST or path.is_file() else path / MANIFEST
+    # A path from a record or a tasks file may hold what no path can (a NUL, a name
+    # too long for any folder): it names no seed, and says so.
+    if "\x00" in str(path):
+        raise ManifestError(
+            f"{seed_files.shown_name(str(path))}: a path cannot hold a NUL character"
+        )
+    try:
+        manifest = path if path.name == MANIFEST or path.is_file() else path / MANIFEST
+    except OSError as error:
+        raise ManifestError(f"{path}: cannot read it: {error.strerror}") from None
     # The folder is opened once, and everything after is read relative to that descriptor:
     # a folder swapped in at its path meanwhile (a link, a rename) is never looked into.
     try:
