@@ -7,6 +7,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -298,3 +299,70 @@ def test_a_passing_runs_summary_says_how_to_apply_it(env: dict[str, str], tmp_pa
     assert done.returncode == 0, done.stderr
     run_id = next(w for w in done.stdout.split() if w.startswith("run-"))
     assert f"apply it:        agent apply {run_id}\n" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("root", "problem"),
+    [("/tmp/seed\x00folder", "NUL"), ("/tmp/" + "s" * 5000, "too long")],
+)
+def test_apply_refuses_a_record_whose_seed_folder_cannot_be_a_path(
+    env: dict[str, str], tmp_path: Path, root: str, problem: str
+) -> None:
+    run_id = run_plan(env, tmp_path, "calculator", ("calculator.py", FIXED_CALCULATOR))
+    record = record_of(tmp_path, run_id)
+    record["seed"]["name"] = "no-such-seed"  # so the recorded folder is read instead
+    record["seed"]["root"] = root
+    edited = save(tmp_path, record)
+    mine = copy_of(calculator_seed().root, tmp_path / "mine")
+    before = snapshot(mine)
+
+    done = agent(env, "apply", edited, "--to", str(mine))
+
+    assert_refused(done, problem)
+    assert snapshot(mine) == before
+
+
+def test_apply_patch_writes_a_file_whose_name_is_near_the_longest_a_folder_holds(
+    tmp_path: Path,
+) -> None:
+    long_name = "m" * 250 + ".py"  # 253 of the 255 bytes a name may have
+    (tmp_path / long_name).write_text("old\n", encoding="utf-8")
+
+    written = apply_patch(
+        {long_name: "old\n"}, PatchPlan([PatchFile(long_name, "new\n")]), tmp_path, run_id="r"
+    )
+
+    assert [f.path for f in written] == [long_name]
+    assert (tmp_path / long_name).read_text(encoding="utf-8") == "new\n"
+    assert os.listdir(tmp_path) == [long_name]
+
+
+def test_a_patch_that_cannot_be_written_leaves_no_folder_it_made(tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "big.py").write_text("old\n", encoding="utf-8")
+    # The first file (in folders the patch creates) fits under a 64-byte file size limit;
+    # the second does not, so writing it fails after those folders were made.
+    script = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from sandboxed_coding_agent.core.errors import UsageError\n"
+        "from sandboxed_coding_agent.core.model import PatchFile, PatchPlan\n"
+        "from sandboxed_coding_agent.core.records.applying import apply_patch\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (64, resource.RLIM_INFINITY))\n"
+        "plan = PatchPlan([PatchFile('new/deeper/a.py', 'x\\n'), PatchFile('big.py', 'y' * 200)])\n"
+        "try:\n"
+        "    apply_patch({'big.py': 'old\\n'}, plan, Path(sys.argv[1]), run_id='r')\n"
+        "except UsageError as error:\n"
+        "    print(error.message)\n"
+    )
+
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(folder)], capture_output=True, text=True, timeout=60
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "nothing written" in done.stdout, done.stdout
+    assert sorted(os.listdir(folder)) == ["big.py"]
+    assert (folder / "big.py").read_text(encoding="utf-8") == "old\n"

@@ -5,7 +5,8 @@ folder (no absolute path, no ``..``, no symbolic link that leads out of it), and
 only when the folder still holds the text the run changed (for a file the run
 created, no file at all). One file that does not fit refuses the whole patch
 before anything is written; the files are then written to temporary files beside
-them and renamed into place, each keeping its mode.
+them and renamed into place, each keeping its mode. A file that cannot be written
+leaves the folder as it was, without the folders made for the patch's new files.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ import attrs
 
 from ..errors import UsageError
 from ..model import PatchPlan
+
+#: How much of a file's name its temporary file's name repeats.
+TEMPORARY_NAME_CHARS = 40
 
 
 @attrs.frozen
@@ -149,13 +153,15 @@ def _write_all(root: str, targets: Sequence[_Target]) -> None:
     umask = os.umask(0)
     os.umask(umask)
     written: list[tuple[str, _Target]] = []
+    made: list[str] = []
     try:
         for target in targets:
-            written.append((_temporary_copy(target, 0o666 & ~umask), target))
+            written.append((_temporary_copy(target, 0o666 & ~umask, made), target))
     except OSError as error:
         for temporary, _ in written:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
+        _remove_empty(made)
         failed = targets[len(written)].path
         raise UsageError(
             f"cannot write {failed!r} in {root}: {error.strerror}; nothing written"
@@ -167,6 +173,7 @@ def _write_all(root: str, targets: Sequence[_Target]) -> None:
             for left, _ in written[number:]:
                 with contextlib.suppress(OSError):
                     os.unlink(left)
+            _remove_empty(made)
             done = ", ".join(t.path for _, t in written[:number]) or "none"
             raise UsageError(
                 f"cannot write {target.path!r} in {root}: {error.strerror} "
@@ -174,10 +181,30 @@ def _write_all(root: str, targets: Sequence[_Target]) -> None:
             ) from None
 
 
-def _temporary_copy(target: _Target, new_mode: int) -> str:
+def _make_folders(folder: str, made: list[str]) -> None:
+    """Create ``folder`` and each missing folder above it, adding each to ``made``."""
+    missing: list[str] = []
+    while not os.path.lexists(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    for path in reversed(missing):
+        os.mkdir(path)
+        made.append(path)
+
+
+def _remove_empty(made: list[str]) -> None:
+    """Remove the folders :func:`_make_folders` created, deepest first, where empty."""
+    for path in reversed(made):
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+
+
+def _temporary_copy(target: _Target, new_mode: int, made: list[str]) -> str:
     folder, name = os.path.split(target.real)
-    os.makedirs(folder, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".apply", dir=folder)
+    _make_folders(folder, made)
+    # Named after the file, shortened: a name of up to 255 bytes must leave room for the rest.
+    prefix = "." + name[:TEMPORARY_NAME_CHARS] + "."
+    descriptor, temporary = tempfile.mkstemp(prefix=prefix, suffix=".apply", dir=folder)
     try:
         with os.fdopen(descriptor, "wb") as stream:
             stream.write(target.data)
