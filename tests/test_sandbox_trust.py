@@ -530,3 +530,15 @@ def test_no_signal_to_pid_1_turns_a_failing_command_into_a_pass() -> None:
     )
 
     assert outcome.exit_code not in (0, None), outcome.output
+
+
+def test_a_command_judged_by_its_exit_status_inherits_only_its_standard_descriptors() -> None:
+    # Nothing is signed: a descriptor beyond 0, 1 and 2 (the harness's report pipe) would
+    # only be a channel out that no output bound counts.
+    outcome = _exit_status_job(
+        "python", "-c", "import os; print('open', sorted(map(int, os.listdir('/proc/self/fd'))))"
+    )
+
+    assert outcome.exit_code == 0, outcome.output
+    # The fourth is the listing's own descriptor of /proc/self/fd.
+    assert "open [0, 1, 2, 3]" in outcome.output, outcome.output

@@ -326,7 +326,8 @@ class LocalSandbox:
                         *(fd for fd, _ in (*files, *read_only_files, *program_files)),
                         *([] if seccomp_fd is None else [seccomp_fd]),
                         *([] if setup_fd is None else [setup_fd]),
-                        report_fd,
+                        # The shell signs nothing: the command gets no report pipe to write.
+                        *([] if shell is not None else [report_fd]),
                     ],
                     timeout=job.limits.test_timeout_seconds,
                     max_output_bytes=job.limits.max_output_bytes,
