@@ -109,6 +109,24 @@ def test_report_json_counts_outcomes_by_model_and_lists_every_task(
     assert not list(tmp_path.glob("*.html"))
 
 
+def test_report_json_sums_of_seconds_are_to_the_millisecond_as_the_results_say(
+    run_agent: RunAgent, tmp_path: Path
+) -> None:
+    results = tmp_path / "results.jsonl"
+    attempt = {"number": 1, "verdict": "failed", "planner_seconds": 0.1, "sandbox_seconds": 0.2}
+    lines = [
+        a_result(name, line=n, seconds=seconds, result=a_run(attempts=[attempt]))
+        for n, (name, seconds) in enumerate([("a", 0.1), ("b", 0.2)], start=1)
+    ]
+    results.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    summary = run_agent("report", str(results), "--json").json()["summary"]
+
+    # 0.1 + 0.2 is 0.30000000000000004 in floating point; a script reads 0.3.
+    assert (summary["seconds"], summary["planner_seconds"]) == (0.3, 0.2)
+    assert summary["sandbox_seconds"] == 0.4
+
+
 def test_report_json_with_html_writes_the_page_and_prints_the_same_figures(
     run_agent: RunAgent, tmp_path: Path
 ) -> None:

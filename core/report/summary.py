@@ -67,9 +67,10 @@ def _figures(one: Figures) -> dict[str, Any]:
         "completion_tokens": one.completion_tokens,
         "cost": one.cost,
         "planner_calls": one.planner_calls,
-        "planner_seconds": one.planner_seconds,
-        "sandbox_seconds": one.sandbox_seconds,
-        "seconds": one.seconds,
+        # Results record milliseconds; summing them must not print 0.30000000000000004.
+        "planner_seconds": round(one.planner_seconds, 3),
+        "sandbox_seconds": round(one.sandbox_seconds, 3),
+        "seconds": round(one.seconds, 3),
     }
 
 
