@@ -25,6 +25,7 @@ that is not text or a mapping) raises :class:`VerifyError` with the message the 
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import threading
@@ -220,7 +221,8 @@ def verify_many(
         isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS
     ):
         raise VerifyError(f"jobs must be a whole number from 1 to {MAX_JOBS}, not {jobs!r}")
-    unknown = sorted(set(options) - _OPTIONS)
+    known = set(inspect.signature(_prepare).parameters) - {"seed", "plan"}
+    unknown = sorted(set(options) - known)
     if unknown:
         raise VerifyError(f"verify_many() got an unknown option {unknown[0]!r}")
     environ = options.pop("environ", None)
@@ -233,20 +235,6 @@ def verify_many(
         except VerifyError as error:
             raise VerifyError(f"item {index}: {error.message}") from None
     return _judged_as_they_finish(prepared, jobs or os.cpu_count() or 1)
-
-
-_OPTIONS = frozenset(
-    {
-        "runner",
-        "policies",
-        "no_policies",
-        "policy_params",
-        "limits",
-        "partial_credit",
-        "record",
-        "environ",
-    }
-)
 
 
 def _judged_as_they_finish(prepared: list[_Prepared], jobs: int) -> Iterator[tuple[int, Verdict]]:
