@@ -221,8 +221,8 @@ def verify_many(
         isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS
     ):
         raise VerifyError(f"jobs must be a whole number from 1 to {MAX_JOBS}, not {jobs!r}")
-    known = set(inspect.signature(_prepare).parameters) - {"seed", "plan"}
-    unknown = sorted(set(options) - known)
+    accepted = set(inspect.signature(_prepare).parameters) - {"seed", "plan"}
+    unknown = sorted(set(options) - accepted)
     if unknown:
         raise VerifyError(f"verify_many() got an unknown option {unknown[0]!r}")
     environ = options.pop("environ", None)
