@@ -6,7 +6,8 @@ The modules here are what a plugin codes against: ``errors``, ``model`` and
 and ``provider`` (the OpenAI-compatible provider's settings). The rest is in packages,
 one concern each, from the bottom up: ``seeds``, ``plans``, ``verdicts``, ``records``,
 ``runs``, ``batches``, then ``swebench``, ``report`` and ``cli``; ``harness`` is what
-runs inside the sandbox. CONTRIBUTING.md has the map.
+runs inside the sandbox; ``api`` holds the modules of the package ``sandboxed_coding_agent``
+itself (the Python API), which nothing here imports. CONTRIBUTING.md has the map.
 
 Modules that were directly in ``core/`` before it was split keep their import paths
 (``sandboxed_coding_agent.core.contract`` is ``sandboxed_coding_agent.core.plans.contract``,

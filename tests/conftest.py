@@ -418,6 +418,8 @@ FAST_MODULES = frozenset(
         "test_serialization",
         "test_swebench_specs",
         "test_testing_api",
+        "test_rewards",
+        "test_verify_api",
     }
 )
 

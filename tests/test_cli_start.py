@@ -36,7 +36,9 @@ def test_help_lists_every_command_without_importing_one() -> None:
          "loaded = sorted(m for m in sys.modules if m.startswith("
          "'sandboxed_coding_agent.core.cli.') and m.rsplit('.', 1)[1] in COMMANDS)\n"
          "work = sorted(m for m in ('sandboxed_coding_agent.core.runs.orchestrator', "
-         "'sandboxed_coding_agent.core.records.run_records') if m in sys.modules)\n"
+         "'sandboxed_coding_agent.core.records.run_records', "
+         "'sandboxed_coding_agent.verification', 'sandboxed_coding_agent.rewards') "
+         "if m in sys.modules)\n"
          "print('LOADED', loaded, work)"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip

@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "sandboxed_coding_agent"
 #: The project's folders and the import names they get at install time.
 FOLDERS = {"core": f"{PACKAGE}.core", "plugins": f"{PACKAGE}.plugins"}
+#: The folder whose modules are the package itself (the Python API), not a part of core.
+API_FOLDER = Path("core", "api")
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:
@@ -24,10 +26,13 @@ def modules(root: Path = ROOT) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for folder, name in FOLDERS.items():
         for path in sorted((root / folder).rglob("*.py")):
-            parts = list(path.relative_to(root / folder).with_suffix("").parts)
+            base, prefix = root / folder, name
+            if path.is_relative_to(root / API_FOLDER):
+                base, prefix = root / API_FOLDER, PACKAGE
+            parts = list(path.relative_to(base).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
-            found[".".join([name, *parts])] = path
+            found[".".join([prefix, *parts])] = path
     return found
 
 

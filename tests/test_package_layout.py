@@ -33,7 +33,7 @@ def test_core_holds_few_modules_directly_and_every_package_says_what_it_may_impo
     for package in packages:
         text = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
         assert text, f"{package.name}/__init__.py has no docstring"
-    for name in ("seeds", "plans", "verdicts", "records", "runs", "batches"):
+    for name in ("seeds", "plans", "verdicts", "records", "runs", "batches", "api"):
         text = ast.get_docstring(ast.parse((ROOT / "core" / name / "__init__.py").read_text()))
         assert text is not None
         assert "May import" in text, name
@@ -75,8 +75,14 @@ def test_every_package_folder_is_installed() -> None:
             parts = init.parent.relative_to(ROOT / folder).parts
             if folder == "seed_projects" and parts:
                 continue  # the seeds' own packages are data, shipped as package data
+            if parts[:1] == ("api",) and folder == "core":
+                found.add(".".join(["sandboxed_coding_agent", *parts[1:]]))  # the package itself
+                continue
             found.add(".".join(["sandboxed_coding_agent", name, *parts]))
     assert found <= listed, sorted(found - listed)
+    assert "sandboxed_coding_agent.core.api" not in listed  # core/api is installed once
+    package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert package_dir["package-dir"]["sandboxed_coding_agent"] == "core/api"
 
 
 @pytest.mark.parametrize("old", sorted(core.MOVED))
@@ -147,16 +153,39 @@ LAYERS = (
     {"seeds", "plans", "verdicts", "records"},
     {"runs"},
     {"batches"},
-    {"swebench", "report"},
+    {"swebench", "report", "api"},
     {"cli"},
 )
+#: The parts of the package that are not core/'s packages: core/api's modules are the
+#: package ``sandboxed_coding_agent`` itself (the Python API).
+NOT_THE_API = ("core", "plugins", "seed_projects")
+
+
+def package_of(module: str) -> str | None:
+    """The package of core/ that ``module`` is in (``api`` for the package's own modules)."""
+    parts = module.split(".")
+    if parts[0] != "sandboxed_coding_agent":
+        return None
+    if len(parts) == 1 or parts[1] not in NOT_THE_API:
+        return "api"
+    if parts[1] != "core" or len(parts) < 4:
+        return None
+    return parts[2]
 
 
 def layer_of(module: str) -> int | None:
-    parts = module.split(".")
-    if parts[:2] != ["sandboxed_coding_agent", "core"] or len(parts) < 4:
-        return None
-    return next((n for n, layer in enumerate(LAYERS) if parts[2] in layer), None)
+    package = package_of(module)
+    return next((n for n, layer in enumerate(LAYERS) if package in layer), None)
+
+
+def imports_of_the_api(edges: dict[str, set[str]]) -> list[str]:
+    """Imports of the Python API from anywhere else: it is the top, which nothing uses."""
+    return [
+        f"{module} -> {target}"
+        for module, targets in sorted(edges.items())
+        for target in sorted(targets)
+        if package_of(module) != "api" and package_of(target) == "api"
+    ]
 
 
 def upward_imports(edges: dict[str, set[str]]) -> list[str]:
@@ -178,9 +207,21 @@ def test_packages_import_only_from_their_layer_and_below() -> None:
     from test_import_graph import graph
 
     edges = graph()
-    layered = {name.split(".")[2] for name in edges if layer_of(name) is not None}
+    layered = {package_of(name) for name in edges if layer_of(name) is not None}
     assert layered == set().union(*LAYERS), "a package of core/ is in no layer"
     assert upward_imports(edges) == []
+    assert imports_of_the_api(edges) == []
+    assert {"sandboxed_coding_agent", "sandboxed_coding_agent.verification"} <= set(edges)
+
+
+def test_an_import_of_the_api_is_named() -> None:
+    edges = {
+        "sandboxed_coding_agent.core.cli.run": {"sandboxed_coding_agent.verification"},
+        "sandboxed_coding_agent.rewards": {"sandboxed_coding_agent.core.runs.recording"},
+    }
+    assert imports_of_the_api(edges) == [
+        "sandboxed_coding_agent.core.cli.run -> sandboxed_coding_agent.verification"
+    ]
 
 
 def test_an_import_from_a_layer_above_is_named() -> None:
