@@ -265,8 +265,8 @@ class SessionPlanner(Protocol):
     """A planner that explores: it works in a session on the seed before it proposes a plan.
 
     A :class:`Planner` that also has ``plan_in_session`` is called through it instead
-    of ``plan``: the agent opens a
-    :class:`~sandboxed_coding_agent.core.runs.sessions.Session` on the run's seed with
+    of ``plan``: the agent opens a session
+    (``sandboxed_coding_agent.core.runs.sessions.Session``) on the run's seed with
     the run's runner for each candidate, and hands the same session to each of its
     attempts (a repair continues where the last attempt left off). The session holds
     no sandbox between commands, so there is nothing to close. The plan it returns
