@@ -149,6 +149,21 @@ class BudgetReached(AgentError):
     kind = "budget"
 
 
+class StepsSpent(AgentError):
+    """A planner that explores (``--planner explore``) made its last step (``--max-steps``)
+    without submitting a change; its steps are kept for ``agent logs``."""
+
+    kind = "steps"
+
+
+class FormatErrors(AgentError):
+    """A planner that explores stopped because the model answered three times in a row
+    with no usable function call (none, an unknown function, or arguments that are not
+    the function's JSON)."""
+
+    kind = "format"
+
+
 class Interrupted(AgentError):
     """The user stopped the run (Ctrl-C or SIGTERM); every sandbox was terminated first."""
 
@@ -177,6 +192,8 @@ EXIT_CODES: dict[str, int] = {
     "policy": 4,
     "sandbox": 5,
     "budget": 6,
+    "steps": 7,
+    "format": 7,
     "internal": 70,
     "interrupted": 130,
 }

@@ -28,6 +28,7 @@ from .plans.planning import FEEDBACK_OUTPUT_CHARS as FEEDBACK_OUTPUT_CHARS
 from .plans.planning import MAX_ATTEMPTS as MAX_ATTEMPTS
 from .plans.planning import MAX_CANDIDATES as MAX_CANDIDATES
 from .plans.planning import MAX_JOBS as MAX_JOBS
+from .plans.planning import MAX_STEPS as MAX_STEPS
 from .plans.planning import Feedback as Feedback
 from .plans.planning import PatchFile as PatchFile
 from .plans.planning import PatchPlan as PatchPlan

@@ -34,6 +34,9 @@ from .model import (
 if TYPE_CHECKING:
     import typer
 
+    from .runs.exploration import Journal
+    from .runs.sessions import Session
+
 
 @runtime_checkable
 class PatchPolicy(Protocol):
@@ -253,6 +256,35 @@ class Planner(Protocol):
             :func:`~sandboxed_coding_agent.core.plans.contract.validate_plan`, when the
             plan breaks the contract; the command exits 4. Any other exception
             is reported as an internal error (exit 70).
+        """
+        ...
+
+
+@runtime_checkable
+class SessionPlanner(Protocol):
+    """A planner that explores: it works in a session on the seed before it proposes a plan.
+
+    A :class:`Planner` that also has ``plan_in_session`` is called through it instead
+    of ``plan``: the agent opens a session
+    (``sandboxed_coding_agent.core.runs.sessions.Session``) on the run's seed with
+    the run's runner for each candidate, and hands the same session to each of its
+    attempts (a repair continues where the last attempt left off). The session holds
+    no sandbox between commands, so there is nothing to close. The plan it returns
+    is checked by the policies and tested in a fresh sandbox from the pristine seed,
+    as any plan is; never in the session.
+    """
+
+    def plan_in_session(
+        self, request: PlanRequest, session: Session, journal: Journal
+    ) -> PlannerResult:
+        """Make one plan for ``request``, working in ``session``.
+
+        As :meth:`Planner.plan`, and besides: keep each step with
+        :meth:`Journal.keep <sandboxed_coding_agent.core.runs.exploration.Journal.keep>`
+        as it ends, and before each provider call ask
+        :meth:`Journal.budget_reached
+        <sandboxed_coding_agent.core.runs.exploration.Journal.budget_reached>`; once it
+        names a bound, raise :class:`~sandboxed_coding_agent.core.errors.BudgetReached`.
         """
         ...
 

@@ -183,6 +183,27 @@ class FakeProvider:
     def reply_plan(self, *files: tuple[str, str]) -> None:
         self.reply_content(plan_json(*files))
 
+    def reply_calls(self, *calls: tuple[str, Any], content: str | None = None) -> None:
+        """An assistant message calling functions: each ``(name, arguments)``, the
+        arguments a dict (sent as JSON) or raw text."""
+        tool_calls = [
+            {
+                "id": f"call_{len(self.replies)}_{index}",
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                },
+            }
+            for index, (name, arguments) in enumerate(calls)
+        ]
+        message = {"role": "assistant", "content": content, "tool_calls": tool_calls}
+        choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+        self.reply(200, completion(content, choices=[choice]))
+
+    def reply_bash(self, command: str) -> None:
+        self.reply_calls(("bash", {"command": command}))
+
 
 @pytest.fixture
 def provider() -> Iterator[FakeProvider]:

@@ -28,21 +28,38 @@ def logs(
 ) -> None:
     """Show a run's record (plans, tests, error) or a planner call's (each attempt, the answer)."""
     from ..records import planner_call_text as record_text
-    from ..records import planner_calls, run_records
+    from ..records import planner_calls, run_records, trajectories
     from ..records.run_history import render_run
     from ..serialization import to_jsonable
 
     with reporting(as_json, debug):
+        steps: list[trajectories.TrajectoryStep] = []
+        problem = None
+        if not run_records.is_run_id(record_id):
+            planner_calls.check_task_id(record_id)
+            steps, problem = trajectories.read_steps(record_id)
         if run_records.is_run_id(record_id):
-            shown = _run_or_call(record_id)
+            shown: RunRecord | PlannerRecord | None = _run_or_call(record_id)
+        elif steps and not os.path.lexists(planner_calls.record_path(record_id)):
+            shown = None  # the call never ended (the run was killed): its steps only
         else:
             shown = planner_calls.read_record(record_id)
+        if isinstance(shown, planner_calls.PlannerRecord | None):
+            steps, problem = trajectories.read_steps(record_id)
         if as_json:
-            print_json(to_jsonable(shown), indent=2)
-        elif isinstance(shown, planner_calls.PlannerRecord):
+            data = to_jsonable(shown) if shown is not None else {"planner_task_id": record_id}
+            if steps or problem:
+                data = {**data, "steps": to_jsonable(steps), "steps_problem": problem}
+            print_json(data, indent=2)
+            return
+        if isinstance(shown, planner_calls.PlannerRecord):
             echo(record_text.render(shown))
-        else:
+        elif shown is not None:
             echo(render_run(shown))
+        else:
+            echo(f"planner task {record_id}: no record (the call did not end); its steps:")
+        if steps or problem:
+            echo(trajectories.render_steps(steps, problem))
 
 
 def _run_or_call(run_id: str) -> RunRecord | PlannerRecord:

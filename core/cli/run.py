@@ -16,6 +16,7 @@ from ..model import (
     MAX_ATTEMPTS,
     MAX_CANDIDATES,
     MAX_JOBS,
+    MAX_STEPS,
     PlannerOptions,
 )
 from ..verdicts import output_tests
@@ -210,6 +211,16 @@ def run(
             "(edits) or udiff (a unified diff); not with --plan.",
         ),
     ] = None,
+    max_steps: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            min=1,
+            max=MAX_STEPS,
+            help="With --planner explore: the model's turns per attempt before it must "
+            "submit (its commands, its submissions and its mistakes each count).",
+        ),
+    ] = PlannerOptions().max_steps,
     policy: PolicyOption = None,
     no_policy: NoPolicyOption = None,
     policy_param: PolicyParamOption = None,
@@ -303,6 +314,7 @@ def run(
                 ),
                 model=checked_model(model),
                 edit_format=chosen_format,
+                max_steps=max_steps,
             ),
             progress=say,
             attempts=attempts,

@@ -245,10 +245,15 @@ class Ledger:
     def root(self) -> Ledger:
         return self if self.parent is None else self.parent.root
 
-    def reached(self) -> str | None:
-        """Which bound the spending reached, in words; ``None`` while within all of them."""
+    def reached(self, extra: Spend | None = None) -> str | None:
+        """Which bound the spending reached, in words; ``None`` while within all of them.
+
+        :param extra: spent besides what the ledger holds (a planner call still under way).
+        """
         top = self.root
         budget, spent = top.budget, top.spent
+        if extra is not None:
+            spent = spent.plus(extra)
         if budget.max_planner_calls is not None and spent.planner_calls >= budget.max_planner_calls:
             return (
                 f"{spent.planner_calls:,} of {budget.max_planner_calls:,} planner calls "

@@ -104,6 +104,10 @@ def edit_format_name(_: object, attribute: Any, value: str) -> None:
     check_edit_format(value, repr(attribute.name))
 
 
+#: The most steps an exploring planner may be allowed per attempt (``--max-steps``).
+MAX_STEPS = 500
+
+
 @attrs.frozen
 class PlannerOptions:
     """Per-run choices about how the planner talks to its provider, set from the command line.
@@ -129,6 +133,9 @@ class PlannerOptions:
         ``"search-replace"`` edits or a ``"udiff"``, which that module applies. The plan
         is whole files whatever the answer's format. A planner that cannot ask for a
         format ignores it.
+    :ivar max_steps: for a planner that explores (``agent run --planner explore
+        --max-steps N``), the most turns the model may take in one attempt before it
+        submits; a planner that does not explore ignores it.
     """
 
     timeout_seconds: float = attrs.field(default=90.0, converter=float, validator=v.gt(0))
@@ -137,6 +144,7 @@ class PlannerOptions:
     temperature: float = attrs.field(default=0.0, validator=[v.ge(0.0), v.le(2.0)])
     model: str | None = attrs.field(default=None, validator=model_name)
     edit_format: str = attrs.field(default="whole", validator=edit_format_name)
+    max_steps: int = attrs.field(default=30, validator=[v.ge(1), v.le(MAX_STEPS)])
 
 
 #: The temperature parallel candidates ask for unless told otherwise: above 0, so that

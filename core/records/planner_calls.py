@@ -26,7 +26,7 @@ import stat
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -256,8 +256,12 @@ def call_planner(
     request: PlanRequest,
     *,
     environ: Mapping[str, str] = os.environ,
+    ask: Callable[[PlanRequest], PlannerResult] | None = None,
 ) -> PlannerResult:
     """Ask ``planner`` for a plan, and record the call for ``agent logs``, whatever its end.
+
+    ``ask`` is how to ask it, when not its ``plan`` (a planner that explores is asked
+    through ``plan_in_session``).
 
     The record is named after the task ID of the result or of the error raised.
     A call that ends in an error without one is not recorded: the planner failed
@@ -276,7 +280,7 @@ def call_planner(
     started_at, clock = _now(), time.monotonic()
     fields: dict[str, Any]
     try:
-        planned = planner.plan(request)
+        planned = (ask or planner.plan)(request)
     except AgentError as error:
         task_id = error.planner_task_id
         if task_id is None:

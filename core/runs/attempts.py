@@ -9,6 +9,7 @@ at most ``jobs``; the run's result describes the one :func:`choose` picks.
 from __future__ import annotations
 
 import contextlib
+import functools
 import queue
 import threading
 import time
@@ -25,6 +26,7 @@ from ..model import (
     PatchPlan,
     PlannerOptions,
     PlannerResult,
+    PlanRequest,
     RunResult,
     SandboxJob,
     SeedProject,
@@ -34,7 +36,14 @@ from ..plans.context import PlannerContext
 from ..plans.diffs import changed_lines, unified_diff
 from ..plans.plan_requests import feedback_on, plan_request, prompt_summary
 from ..plans.policy_checks import check_plan
-from ..protocols import PatchPolicy, Planner, PreparingRunner, Runner, StoppableRunner
+from ..protocols import (
+    PatchPolicy,
+    Planner,
+    PreparingRunner,
+    Runner,
+    SessionPlanner,
+    StoppableRunner,
+)
 from ..provider import MODEL_ENV
 from ..records import planner_calls
 from ..verdicts.evidence import TestList, evidence_tier
@@ -43,6 +52,8 @@ from ..verdicts.output_tests import NO_TEST_COMMAND
 from ..verdicts.trusted_tests import checked, list_tests, needs_known, needs_list
 from ..verdicts.verdict import graded, harness_for, judged, verified
 from .events import Emit, no_events
+from .exploration import Journal, open_session
+from .sessions import Session
 from .task_pool import StopRequest
 
 Progress = Callable[[str], None]
@@ -178,11 +189,12 @@ class Search:
         """Attempt, with feedback, until a plan passes or every attempt is made."""
         made = self.made.setdefault(number, [])
         feedback: Feedback | None = None
+        session = self.session()
         try:
             for count in range(1, self.attempts + 1):
                 if self.sandboxes.stop.is_set():
                     return Candidate(number, tuple(made), stopped=True)
-                attempt, plan, answer = self.attempt(number, count, feedback, made)
+                attempt, plan, answer = self.attempt(number, count, feedback, made, session)
                 usage = attempt.usage
                 self.emit(
                     "attempt-done",
@@ -212,8 +224,24 @@ class Search:
         stopped = bool(made) and made[-1].verdict == "stopped"
         return Candidate(number, tuple(made), stopped=stopped)
 
+    def session(self) -> Session | None:
+        """A session on the seed for a planner that explores (one per candidate, which
+        each of its attempts continues); ``None`` for any other planner.
+
+        Its commands run in the run's runner, each holding a sandbox slot while it runs.
+        """
+        if not isinstance(self.planner, SessionPlanner):
+            return None
+        runner = getattr(self.runner, "unrecorded", self.runner)
+        return open_session(runner, self.seed, self.sandboxes.slot)
+
     def attempt(
-        self, number: int, count: int, feedback: Feedback | None, made: list[Attempt]
+        self,
+        number: int,
+        count: int,
+        feedback: Feedback | None,
+        made: list[Attempt],
+        session: Session | None = None,
     ) -> tuple[Attempt, PatchPlan | None, str | None]:
         """One planner call (or the given plan), its policies and its test; noted in ``made``.
 
@@ -234,8 +262,16 @@ class Search:
                 self.seed, self.instruction, self.files, self.options, feedback, self.context
             )
             clock = time.monotonic()
+            ask: Callable[[PlanRequest], PlannerResult] | None = None
+            if session is not None and isinstance(self.planner, SessionPlanner):
+                journal = Journal(self.ledger, self._models(None), self.environ)
+                ask = functools.partial(
+                    self.planner.plan_in_session, session=session, journal=journal
+                )
             try:
-                planned = planner_calls.call_planner(self.planner, request, environ=self.environ)
+                planned = planner_calls.call_planner(
+                    self.planner, request, environ=self.environ, ask=ask
+                )
             except PlanRejected as error:  # the planner's own check of the contract
                 cost = self.ledger.add_usage(error.usage, self._models(None))
                 refused = Attempt(

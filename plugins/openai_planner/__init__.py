@@ -228,6 +228,9 @@ def _refuse_to_send_the_key(call: PlannerCall, request: PlanRequest) -> None:
 @hookimpl
 def register_planners(register: Callable[[Planner], None]) -> None:
     register(OpenAICompatiblePlanner())
+    from .explore import ExploringPlanner  # its own module: `agent --help` never loads it
+
+    register(ExploringPlanner())
 
 
 @hookimpl

@@ -119,7 +119,7 @@ def exchange(
     """POST ``body`` until an answer worth reading arrives; its bytes, or a provider error."""
 
     retries_left = call.options.max_retries
-    may_drop_format = body["response_format"]["type"] == "json_object"
+    may_drop_format = body.get("response_format", {}).get("type") == "json_object"
     waited = 0.0
 
     def next_wait() -> float:

@@ -1,0 +1,231 @@
+"""The exploring planner (``--planner explore``): the model runs commands in a session
+through function calls, submits, and the submission is proven in a fresh sandbox."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from conftest import API_KEY, AgentRun, FakeProvider
+from test_hidden_tests import MARKER
+from test_hidden_tests import seed as hidden_seed  # noqa: F401 - a fixture
+
+FIX = "sed -i 's/left - right/left + right/' calculator.py"
+TEST = "python -m unittest -v check_calculator"
+
+
+def _bodies(provider: FakeProvider) -> list[dict[str, Any]]:
+    return [request.json() for request in provider.requests]
+
+
+def _tool_messages(body: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+def _explore(run_agent: Callable[..., AgentRun], *args: str) -> AgentRun:
+    return run_agent("run", "--planner", "explore", *args, timeout=300)
+
+
+def test_an_exploration_fixes_the_calculator_and_the_fresh_sandbox_passes_it(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    provider.reply_bash("ls")
+    provider.reply_bash("cat calculator.py")
+    provider.reply_bash(FIX)
+    provider.reply_bash(TEST)
+    provider.reply_calls(("submit", {}))
+
+    done = _explore(run_agent, "--seed", "calculator", "--json")
+
+    assert done.returncode == 0, done.stderr
+    result = done.json()
+    assert result["tests_passed"] is True
+    assert result["changed_files"] == ["calculator.py"]
+    assert "+    return left + right" in result["diff"]
+    assert len(provider.requests) == 5
+    bodies = _bodies(provider)
+    assert [t["function"]["name"] for t in bodies[0]["tools"]] == ["bash", "submit"]
+    system = bodies[0]["messages"][0]["content"]
+    assert "fresh `bash -c`" in system
+    assert "no network" in system.lower()
+    assert "calculator.py" in system
+    assert "python -m unittest" in system
+
+
+def test_each_command_s_real_output_is_the_tool_message_of_its_call(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    provider.reply_bash("cat calculator.py; echo made-in-the-sandbox >&2; exit 3")
+    provider.reply_bash("ls; cat note.txt")
+    provider.reply_bash("echo kept > note.txt")
+
+    _explore(run_agent, "--seed", "calculator", "--max-steps", "3", "--json")
+
+    bodies = _bodies(provider)
+    first = bodies[1]["messages"]
+    assert first[-1]["role"] == "tool"
+    assert first[-1]["tool_call_id"] == first[-2]["tool_calls"][0]["id"]
+    assert "exit code: 3" in first[-1]["content"]
+    assert "return left - right" in first[-1]["content"]
+    assert "made-in-the-sandbox" in first[-1]["content"]
+    assert "No such file" in _tool_messages(bodies[2])[-1]
+
+
+def test_a_model_that_never_submits_stops_at_max_steps_with_its_own_outcome(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    for _ in range(3):
+        provider.reply_bash("true")
+
+    done = _explore(run_agent, "--seed", "calculator", "--max-steps", "3", "--json")
+
+    assert done.returncode == 7, done.stderr
+    error = done.json()["error"]
+    assert error["kind"] == "steps"
+    assert "3 steps (--max-steps)" in error["message"]
+    assert len(provider.requests) == 3
+
+
+def test_three_format_errors_in_a_row_end_the_run(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    provider.reply_content("I would rather talk.")
+    provider.reply_calls(("python", {"code": "1"}))
+    provider.reply_calls(("bash", "{not json"))
+
+    done = _explore(run_agent, "--seed", "calculator", "--json")
+
+    assert done.returncode == 7, done.stderr
+    assert done.json()["error"]["kind"] == "format"
+    bodies = _bodies(provider)
+    assert "calling a function" in bodies[1]["messages"][-1]["content"]
+    assert bodies[1]["messages"][-1]["role"] == "user"
+    assert "Unknown function 'python'" in bodies[2]["messages"][-1]["content"]
+    assert bodies[2]["messages"][-1]["role"] == "tool"
+
+
+def test_a_good_command_between_format_errors_starts_the_count_again(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    provider.reply_content("no call")
+    provider.reply_content("no call")
+    provider.reply_bash("true")
+    provider.reply_content("no call")
+
+    done = _explore(run_agent, "--seed", "calculator", "--max-steps", "4", "--json")
+
+    assert done.json()["error"]["kind"] == "steps"
+
+
+def test_a_command_printing_megabytes_reaches_the_model_bounded_and_marked(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    provider.reply_bash("echo HEAD-MARK; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo TAIL")
+
+    _explore(run_agent, "--seed", "calculator", "--max-steps", "1", "--json")
+
+    shown = _tool_messages(_bodies(provider)[-1]) if len(provider.requests) > 1 else None
+    assert shown is None  # one step: the result goes back in no further request
+    provider.requests.clear()
+    provider.reply_bash("echo HEAD-MARK; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo TAIL")
+    provider.reply_bash("true")
+    _explore(run_agent, "--seed", "calculator", "--max-steps", "2", "--json")
+    output = _tool_messages(_bodies(provider)[1])[-1]
+    assert len(output.encode()) < 12_000
+    assert "HEAD-MARK" in output
+    assert "TAIL" in output
+    assert "bytes of output cut from the middle" in output
+
+
+def test_no_request_holds_a_hidden_test_and_the_key_is_in_no_body_nor_the_session(
+    provider: FakeProvider,
+    run_agent: Callable[..., AgentRun],
+    hidden_seed: Path,  # noqa: F811
+) -> None:
+    provider.reply_bash("ls -a; cat *.py; grep -r Held . ; env")
+    provider.reply_bash("true")
+
+    _explore(run_agent, "--seed", str(hidden_seed), "--max-steps", "2", "--json")
+
+    assert len(provider.requests) == 2
+    seen = _tool_messages(_bodies(provider)[1])[-1]
+    assert "test_calculator.py" in seen  # the visible files are there
+    assert "PATH=" in seen  # and the environment was printed
+    for request in provider.requests:
+        assert MARKER.encode() not in request.body
+        assert b"held_out_test" not in request.body
+        assert b"HeldOut" not in request.body
+        assert API_KEY.encode() not in request.body
+        assert request.headers["Authorization"] == f"Bearer {API_KEY}"
+
+
+def test_a_session_that_rewrites_a_test_file_cannot_pass(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    provider.reply_bash("printf 'import unittest\\n' > check_calculator.py; echo status=$?")
+    provider.reply_calls(("submit", {}))
+
+    done = _explore(run_agent, "--seed", "calculator", "--max-steps", "2", "--json")
+
+    assert done.returncode != 0
+    bodies = _bodies(provider)
+    assert "status=1" in _tool_messages(bodies[1])[-1]  # read-only: the write failed
+    assert done.json()["error"]["kind"] == "steps"  # nothing editable changed: refused
+
+
+def test_a_changed_file_that_is_not_editable_is_refused_and_named(
+    provider: FakeProvider,
+    run_agent: Callable[..., AgentRun],
+    hidden_seed: Path,  # noqa: F811
+) -> None:
+    (hidden_seed / "helper.py").write_text("X = 1\n")
+    provider.reply_bash(f"{FIX}; echo extra >> helper.py")
+    provider.reply_calls(("submit", {}))
+    provider.reply_bash("true")
+
+    done = _explore(run_agent, "--seed", str(hidden_seed), "--max-steps", "3", "--json")
+
+    assert done.returncode == 7, done.stderr
+    told = _tool_messages(_bodies(provider)[2])[-1]
+    assert "Submission refused" in told
+    assert "helper.py: changed, but it is not editable" in told
+
+
+def test_a_repair_continues_the_conversation_with_the_verdict(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    provider.reply_bash("sed -i 's/left - right/left * right/' calculator.py")
+    provider.reply_calls(("submit", {}))
+    provider.reply_bash(FIX.replace("left - right", "left \\* right"))
+    provider.reply_calls(("submit", {}))
+
+    done = _explore(run_agent, "--seed", "calculator", "--attempts", "2", "--json")
+
+    assert done.returncode == 0, done.stderr
+    assert [a["verdict"] for a in done.json()["attempts"]] == ["failed", "passed"]
+    third = _bodies(provider)[2]["messages"]
+    assert third[-1]["role"] == "tool"
+    assert "the test failed" in third[-1]["content"]
+    assert third[-1]["tool_call_id"] == third[-2]["tool_calls"][0]["id"]
+    assert "AssertionError: 6 != 5" in third[-1]["content"]
+
+
+def test_agent_logs_shows_the_steps(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    provider.reply_bash("echo visible-in-logs")
+    provider.reply_bash("true")
+
+    done = _explore(run_agent, "--seed", "calculator", "--max-steps", "2", "--json")
+    task_id = done.json()["error"]["planner_task_id"]
+
+    shown = run_agent("logs", task_id)
+    assert shown.returncode == 0, shown.stderr
+    assert "steps (2):" in shown.stdout
+    assert "$ echo visible-in-logs" in shown.stdout
+    assert "got exit code: 0" in shown.stdout
+    as_json = run_agent("logs", task_id, "--json").json()
+    assert [s["command"] for s in as_json["steps"]] == ["echo visible-in-logs", "true"]
+    assert as_json["steps"][0]["exit_code"] == 0
+    assert as_json["steps"][0]["prompt_tokens"] == 321
