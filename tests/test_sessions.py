@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import json
 import os
+import sys
 from pathlib import Path
 
 import attrs
@@ -29,6 +30,7 @@ from sandboxed_coding_agent.core.testing import check_sessions
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 from sandboxed_coding_agent.plugins.lazycloud.runner import LazyCloudRunner
 from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
+from sandboxed_coding_agent.plugins.local_sandbox.bwrap import PYTHON_LINKS
 
 KEY = "ab" * 32
 
@@ -77,6 +79,20 @@ def test_a_session_never_holds_the_hidden_tests(hidden_seed: Path) -> None:  # n
     assert "held_out_test.py" not in session.files
     assert "held_out_test.py" not in listed.output.split("status=")[0].split("cat:")[0]
     assert "status=1" in listed.output
+
+
+def test_python_in_a_session_is_the_agents_interpreter_by_either_name() -> None:
+    # A distribution's /usr/bin has python3 but no python: the sandbox's own links give both.
+    session = Session(LocalSandbox(), calculator_seed(), command_seconds=20)
+    found = session.run("command -v python python3; python -c 'import sys; print(sys.hexversion)'")
+    other = session.run("python3 -c 'import sys; print(sys.hexversion)'")
+
+    assert found.output.split() == [
+        f"{PYTHON_LINKS}/python",
+        f"{PYTHON_LINKS}/python3",
+        str(sys.hexversion),
+    ], found.output
+    assert other.output.split() == [str(sys.hexversion)], other.output
 
 
 def test_a_git_seeds_session_has_its_tree_and_no_git_history(

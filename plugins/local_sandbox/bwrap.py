@@ -35,6 +35,12 @@ from sandboxed_coding_agent.core.model import SandboxJob
 WORKSPACE = "/workspace"
 #: Where the harness's files are bound, read-only, inside the sandbox.
 HARNESS_DIR = "/.sandboxed-coding-agent/harness"
+#: For a seed without a runtime: ``python`` and ``python3`` here are the agent's interpreter,
+#: whatever else its own folder holds (a distribution's ``/usr/bin`` has no ``python``), so
+#: that a test's subprocess or a session's command finds it by either name. A runtime's
+#: ``bin`` folder has both names already (a link to a virtual environment's interpreter
+#: would leave the environment, so none is made for it).
+PYTHON_LINKS = "/.sandboxed-coding-agent/bin"
 SANDBOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs inside the sandbox, not the host's
 #: Every folder the test may write inside: everything else is read-only.
 WRITABLE_FOLDERS = (WORKSPACE, SANDBOX_TMP, "/dev/shm")  # noqa: S108 - the sandbox's own
@@ -249,7 +255,12 @@ def build_command(
         copies += ["--perms", "0444", "--ro-bind-data", str(fd), path]
     for fd, path in programs:
         copies += ["--perms", "0111", "--ro-bind-data", str(fd), path]
-    path = ":".join([*bin_dirs, "/usr/local/bin", "/usr/bin", "/bin"])
+    links: list[str] = []
+    if job.runtime is None:
+        links = [PYTHON_LINKS]
+        for name in ("python", "python3"):
+            copies += ["--symlink", python, f"{PYTHON_LINKS}/{name}"]
+    path = ":".join([*links, *bin_dirs, "/usr/local/bin", "/usr/bin", "/bin"])
     return [
         str(bwrap),
         "--json-status-fd", str(status_fd),
