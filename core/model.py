@@ -73,6 +73,75 @@ class SessionStep:
 
 
 @attrs.frozen
+class CommandResult:
+    """What one command of a session gave.
+
+    :ivar command: the command, as given.
+    :ivar output: its standard output and error, merged in order, as the runner bounds it.
+    :ivar output_truncated: whether the output was cut at the bound.
+    :ivar exit_code: its exit status (``128 + N`` when killed by signal N); ``None`` when
+        it was stopped at its time limit.
+    :ivar timed_out: whether it was stopped at its time limit.
+    :ivar seconds: how long the step took, sandbox included.
+    :ivar sandbox_id: the runner's ID of the (terminated) sandbox it ran in.
+    :ivar not_kept: what the command left that a session does not carry to the next one:
+        symbolic links, pipes and other files that are not regular (at most 100 named).
+    """
+
+    command: str
+    output: str
+    output_truncated: bool
+    exit_code: int | None
+    timed_out: bool
+    seconds: float
+    sandbox_id: str
+    not_kept: tuple[str, ...] = ()
+
+
+#: The most characters of the model's text, a command or an output a step keeps.
+MAX_STEP_TEXT_CHARS = 20_000
+
+
+def _bounded(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_STEP_TEXT_CHARS:
+        return text
+    cut = len(text) - MAX_STEP_TEXT_CHARS
+    return text[:MAX_STEP_TEXT_CHARS] + f"\n[... {cut:,} more characters not kept]"
+
+
+@attrs.frozen
+class TrajectoryStep:
+    """One step of an exploring planner.
+
+    :ivar number: 1 for the first step of the conversation.
+    :ivar attempt: the run's attempt it belongs to (a repair continues the conversation).
+    :ivar kind: ``command`` (a ``bash`` call), ``submit``, ``format-error`` (an answer
+        with no usable function call) or ``feedback`` (the verdict a repair attempt told).
+    :ivar said: the model's own text in that turn, if any.
+    :ivar command: the command it ran (``command`` steps).
+    :ivar output: what went back to the model: the command's output as it saw it, or
+        what it was told of its submission or its mistake.
+    :ivar exit_code: the command's exit code; ``None`` when it timed out or ran none.
+    :ivar timed_out: whether the command was stopped at its time limit.
+    :ivar seconds: how long the step's command (or the provider) took.
+    :ivar prompt_tokens: the provider's prompt tokens for the turn, when reported.
+    :ivar completion_tokens: likewise, for the answer.
+    """
+
+    number: int
+    attempt: int
+    kind: str
+    said: str | None = attrs.field(default=None, converter=_bounded)
+    command: str | None = attrs.field(default=None, converter=_bounded)
+    output: str | None = attrs.field(default=None, converter=_bounded)
+    exit_code: int | None = None
+    timed_out: bool = False
+    seconds: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@attrs.frozen
 class SandboxJob:
     """Everything a runner needs to test a patch, and nothing else.
 

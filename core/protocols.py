@@ -22,6 +22,7 @@ import attrs
 
 from .errors import Rejection
 from .model import (
+    CommandResult,
     Finding,
     PatchPlan,
     PlannerResult,
@@ -29,13 +30,12 @@ from .model import (
     SandboxJob,
     SandboxOutcome,
     SeedProject,
+    TokenUsage,
+    TrajectoryStep,
 )
 
 if TYPE_CHECKING:
     import typer
-
-    from .runs.exploration import Journal
-    from .runs.sessions import Session
 
 
 @runtime_checkable
@@ -260,6 +260,61 @@ class Planner(Protocol):
         ...
 
 
+class Session(Protocol):
+    """What a :class:`SessionPlanner` works in: shell commands on the seed, one at a time.
+
+    The agent's own is ``sandboxed_coding_agent.core.runs.sessions.Session``: each
+    command runs as ``bash -c COMMAND`` in the project folder, in a fresh sandbox of the
+    run's runner, and only the project's files are carried to the next command.
+
+    """
+
+    @property
+    def seed(self) -> SeedProject:
+        """The seed the session was opened on."""
+        ...
+
+    @property
+    def command_seconds(self) -> float:
+        """How long one command may run."""
+        ...
+
+    @property
+    def files(self) -> Mapping[str, bytes]:
+        """The session's project files now, by path (no hidden test among them)."""
+        ...
+
+    @property
+    def tests(self) -> Sequence[str]:
+        """The seed's test files the session holds: read-only in every command."""
+        ...
+
+    def run(self, command: str, *, seconds: float | None = None) -> CommandResult:
+        """Run ``command`` in a fresh sandbox holding the session's files, and keep the
+        files it leaves for the next command."""
+        ...
+
+    def changes(self) -> Mapping[str, bytes | None]:
+        """Each file that differs from the seed's: its bytes now, or ``None`` if deleted."""
+        ...
+
+
+class Journal(Protocol):
+    """Where a :class:`SessionPlanner` keeps its steps, and asks about the run's budgets.
+
+    The agent's own is ``sandboxed_coding_agent.core.runs.exploration.Journal``, which
+    writes each step to the trajectory of the planner call as it is kept.
+    """
+
+    def keep(self, task_id: str, step: TrajectoryStep) -> None:
+        """Keep ``step`` of the planner call ``task_id``, now (a killed run keeps it)."""
+        ...
+
+    def budget_reached(self, usage: TokenUsage | None, model: str | None = None) -> str | None:
+        """The bound the run has reached with ``usage`` spent so far, if any; else ``None``."""
+        ...
+
+
 @runtime_checkable
 class SessionPlanner(Protocol):
     """A planner that explores: it works in a session on the seed before it proposes a plan.
@@ -280,10 +335,8 @@ class SessionPlanner(Protocol):
         """Make one plan for ``request``, working in ``session``.
 
         As :meth:`Planner.plan`, and besides: keep each step with
-        :meth:`Journal.keep <sandboxed_coding_agent.core.runs.exploration.Journal.keep>`
-        as it ends, and before each provider call ask
-        :meth:`Journal.budget_reached
-        <sandboxed_coding_agent.core.runs.exploration.Journal.budget_reached>`; once it
+        :meth:`Journal.keep` as it ends, and before each provider call ask
+        :meth:`Journal.budget_reached`; once it
         names a bound, raise :class:`~sandboxed_coding_agent.core.errors.BudgetReached`.
         """
         ...

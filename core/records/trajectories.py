@@ -18,55 +18,14 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-import attrs
-
 from .. import provider
+from ..model import MAX_STEP_TEXT_CHARS as MAX_STEP_TEXT_CHARS
+from ..model import TrajectoryStep
 from ..serialization import structure, to_json
 from .planner_calls import check_task_id, read_kept_file, state_directory
 
-#: The most characters of the model's text, a command or an output a step keeps.
-MAX_STEP_TEXT_CHARS = 20_000
 #: The largest trajectory ``agent logs`` reads.
 MAX_TRAJECTORY_BYTES = 64 * 1024 * 1024
-
-
-def _bounded(text: str | None) -> str | None:
-    if text is None or len(text) <= MAX_STEP_TEXT_CHARS:
-        return text
-    cut = len(text) - MAX_STEP_TEXT_CHARS
-    return text[:MAX_STEP_TEXT_CHARS] + f"\n[... {cut:,} more characters not kept]"
-
-
-@attrs.frozen
-class TrajectoryStep:
-    """One step of an exploring planner.
-
-    :ivar number: 1 for the first step of the conversation.
-    :ivar attempt: the run's attempt it belongs to (a repair continues the conversation).
-    :ivar kind: ``command`` (a ``bash`` call), ``submit``, ``format-error`` (an answer
-        with no usable function call) or ``feedback`` (the verdict a repair attempt told).
-    :ivar said: the model's own text in that turn, if any.
-    :ivar command: the command it ran (``command`` steps).
-    :ivar output: what went back to the model: the command's output as it saw it, or
-        what it was told of its submission or its mistake.
-    :ivar exit_code: the command's exit code; ``None`` when it timed out or ran none.
-    :ivar timed_out: whether the command was stopped at its time limit.
-    :ivar seconds: how long the step's command (or the provider) took.
-    :ivar prompt_tokens: the provider's prompt tokens for the turn, when reported.
-    :ivar completion_tokens: likewise, for the answer.
-    """
-
-    number: int
-    attempt: int
-    kind: str
-    said: str | None = attrs.field(default=None, converter=_bounded)
-    command: str | None = attrs.field(default=None, converter=_bounded)
-    output: str | None = attrs.field(default=None, converter=_bounded)
-    exit_code: int | None = None
-    timed_out: bool = False
-    seconds: float | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
 
 
 def trajectories_directory(environ: Mapping[str, str] = os.environ) -> Path:

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 import attrs
 
 from ..errors import SandboxError
+from ..model import CommandResult as CommandResult
 from ..model import SandboxJob, SeedProject, SessionStep
 from ..protocols import Runner
 from ..verdicts.evidence import TestHarness
@@ -53,32 +54,6 @@ HAND_BACK_SECONDS = 10.0
 class SessionError(SandboxError):
     """A session could not go on: its runner offers none, or a command's files could not
     be carried (too many, or not handed back)."""
-
-
-@attrs.frozen
-class CommandResult:
-    """What one command of a session gave.
-
-    :ivar command: the command, as given.
-    :ivar output: its standard output and error, merged in order, as the runner bounds it.
-    :ivar output_truncated: whether the output was cut at the bound.
-    :ivar exit_code: its exit status (``128 + N`` when killed by signal N); ``None`` when
-        it was stopped at its time limit.
-    :ivar timed_out: whether it was stopped at its time limit.
-    :ivar seconds: how long the step took, sandbox included.
-    :ivar sandbox_id: the runner's ID of the (terminated) sandbox it ran in.
-    :ivar not_kept: what the command left that a session does not carry to the next one:
-        symbolic links, pipes and other files that are not regular (at most 100 named).
-    """
-
-    command: str
-    output: str
-    output_truncated: bool
-    exit_code: int | None
-    timed_out: bool
-    seconds: float
-    sandbox_id: str
-    not_kept: tuple[str, ...] = ()
 
 
 class Session:
