@@ -90,6 +90,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "apply",
         "Write the change a recorded run proved into a folder (default: the current one).",
     ),
+    "serve": (
+        "serve",
+        "serve",
+        "Answer verdicts over HTTP: POST /v1/verify, POST /v1/verify/batch, GET /v1/health.",
+    ),
     "swebench": (
         "swebench",
         "app",
