@@ -363,3 +363,32 @@ def _ignore_errors(server: Server, request: dict[str, Any]) -> None:
     """Send ``request``; a server stopped on purpose ends it with no answer."""
     with contextlib.suppress(OSError, http.client.HTTPException, ValueError):
         server.call("POST", "/v1/verify", request)
+
+
+def test_the_reward_functions_ask_a_server_given_its_address(start_server: Any) -> None:
+    from test_rewards import FAILING, GOOD, PATCHLESS
+
+    from sandboxed_coding_agent.rewards import compute_score, trl_reward
+    from sandboxed_coding_agent.verification import VerifyError
+
+    server = start_server("--jobs", "2")
+    reward_func = trl_reward(url=server.url, token=TOKEN)
+
+    rewards = reward_func(
+        prompts=["fix it"] * 3, completions=[GOOD, FAILING, PATCHLESS], seed=["calculator"] * 3
+    )
+    scored = compute_score("calculator", GOOD, url=server.url, token=TOKEN)
+    with pytest.raises(VerifyError, match=r"refused the request \(401\)") as refused:
+        compute_score("calculator", GOOD, url=server.url, token="wrong")
+    with pytest.raises(VerifyError, match="not one this server offers"):
+        compute_score("/etc", GOOD, url=server.url, token=TOKEN)
+    with pytest.raises(VerifyError, match="runner are the server's"):
+        trl_reward(url=server.url, token=TOKEN, runner="local")
+
+    assert rewards == [1.0, 0.0, 0.0]
+    assert scored == 1.0
+    assert "wrong" not in str(refused.value)
+    # A server that cannot be reached gives no verdict: None, never 0.0.
+    server.process.kill()
+    server.process.wait()
+    assert compute_score("calculator", GOOD, url=server.url, token=TOKEN) is None

@@ -1,19 +1,19 @@
 """Reward functions for trainers: TRL's ``reward_funcs`` and verl's ``compute_score``.
 
 Both take a model's completion, find the patch in it (:func:`patch_in`), and test it with
-:func:`~sandboxed_coding_agent.verification.verify` on this machine: 1.0 for a pass, 0.0
-for a failure, a refused plan or a completion with no patch in it, ``None`` when no
-verdict could be reached (the sandbox failed: leave that sample out). Neither trainer is
-imported: the functions only follow the shapes they call with.
-
-A server that gives verdicts to trainers on other machines does not exist yet; when it
-does, these functions will take its address. Today they test on the machine they run on.
+:func:`~sandboxed_coding_agent.verification.verify` on this machine, or, given ``url``,
+ask a verdict server (``agent serve``) for the verdict: 1.0 for a pass, 0.0 for a
+failure, a refused plan or a completion with no patch in it, ``None`` when no verdict
+could be reached (the sandbox failed, or the server could not be reached: leave that
+sample out). Neither trainer is imported: the functions only follow the shapes they call
+with.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -81,7 +81,12 @@ def _text_of(completion: object) -> str | None:
 
 
 def trl_reward(
-    seed_column: str = "seed", *, jobs: int | None = None, **options: Any
+    seed_column: str = "seed",
+    *,
+    jobs: int | None = None,
+    url: str | None = None,
+    token: str | None = None,
+    **options: Any,
 ) -> Callable[..., list[float | None]]:
     """A reward function for TRL (``GRPOTrainer(reward_funcs=[trl_reward()])``).
 
@@ -92,8 +97,15 @@ def trl_reward(
 
     :param options: :func:`~sandboxed_coding_agent.verification.verify`'s keyword
         arguments (``runner``, ``limits``, ``partial_credit``, ``record``...).
-    :raises VerifyError: (when called) the column is missing, or a seed or option is wrong.
+    :param url: a verdict server's address (``http://HOST:PORT``): the completions are sent
+        there, in batches, instead of being tested here. Only ``partial_credit`` and
+        ``policies`` may then be given; the rest is the server's.
+    :param token: the server's bearer token, sent only in the ``Authorization`` header.
+    :raises VerifyError: (when called) the column is missing, a seed or option is wrong, or
+        the server refused the request (its message says why).
     """
+    if url is not None:
+        _check_remote_options(options)
 
     def reward_func(
         prompts: Sequence[object] | None = None,
@@ -114,6 +126,13 @@ def trl_reward(
         rewards: list[float | None] = [0.0] * len(completions)
         patched = [(i, patch_in(c)) for i, c in enumerate(completions)]
         items = [(index, (seeds[index], patch)) for index, patch in patched if patch is not None]
+        if url is not None:
+            requests = [{"seed": seed, "plan": patch, **options} for _, (seed, patch) in items]
+            for (index, _), reward in zip(
+                items, _remote_rewards(url, token, requests), strict=True
+            ):
+                rewards[index] = reward
+            return rewards
         for place, verdict in verify_many([item for _, item in items], jobs=jobs, **options):
             rewards[items[place][0]] = verdict.reward
         return rewards
@@ -127,13 +146,17 @@ def compute_score(
     solution_str: str,
     ground_truth: object = None,
     extra_info: Mapping[str, Any] | None = None,
+    *,
+    url: str | None = None,
+    token: str | None = None,
     **options: Any,
 ) -> float | None:
     """verl's reward function (``custom_reward_function.name: compute_score``).
 
     The seed is ``extra_info["seed"]`` when the row has one, else ``data_source``;
     ``ground_truth`` is not used: the seed's tests are the truth. ``options`` are
-    :func:`~sandboxed_coding_agent.verification.verify`'s keyword arguments.
+    :func:`~sandboxed_coding_agent.verification.verify`'s keyword arguments; with ``url``
+    and ``token``, as for :func:`trl_reward`, the verdict comes from that server.
 
     :returns: 1.0, 0.0 (a failure, a refused plan, no patch in ``solution_str``), or
         ``None`` when no verdict could be reached.
@@ -145,4 +168,108 @@ def compute_score(
     patch = patch_in(solution_str)
     if patch is None:
         return 0.0
+    if url is not None:
+        _check_remote_options(options)
+        return _remote_rewards(url, token, [{"seed": seed, "plan": patch, **options}])[0]
     return verify(seed, patch, **options).reward
+
+
+#: What a request to a verdict server may choose; the rest is the server's.
+REMOTE_OPTIONS = ("partial_credit", "policies")
+#: Requests sent to a server in one batch (a server admits ``jobs + queue`` at most).
+REMOTE_BATCH = 16
+#: How many times a request turned away for load (429, 503) is sent again.
+REMOTE_TRIES = 30
+#: Seconds a request to a server may take (its sandboxes' time included).
+REMOTE_SECONDS = 600.0
+
+
+def _check_remote_options(options: Mapping[str, Any]) -> None:
+    other = sorted(set(options) - set(REMOTE_OPTIONS))
+    if other:
+        raise VerifyError(
+            f"with url, only {' and '.join(REMOTE_OPTIONS)} may be given; "
+            f"{', '.join(other)} are the server's (set when it starts)"
+        )
+
+
+def _remote_rewards(
+    url: str, token: str | None, requests: Sequence[Mapping[str, Any]]
+) -> list[float | None]:
+    """Each request's reward from the server at ``url``; ``None`` for those it did not
+    answer (it could not be reached, or it failed).
+
+    :raises VerifyError: the server refused a request as wrong (400, 401, 404, 413).
+    """
+    rewards: list[float | None] = []
+    for start in range(0, len(requests), REMOTE_BATCH):
+        chunk = list(requests[start : start + REMOTE_BATCH])
+        answer = _post(url.rstrip("/") + "/v1/verify/batch", token, {"items": chunk})
+        verdicts = answer.get("verdicts") if isinstance(answer, dict) else None
+        if not isinstance(verdicts, list) or len(verdicts) != len(chunk):
+            rewards += [None] * len(chunk)
+            continue
+        for verdict in verdicts:
+            reward = verdict.get("reward") if isinstance(verdict, dict) else None
+            if isinstance(reward, int | float) and not isinstance(reward, bool):
+                rewards.append(float(reward))
+            else:
+                rewards.append(None)
+    return rewards
+
+
+def _post(address: str, token: str | None, body: object) -> object:
+    """The server's JSON answer; ``None`` when there is none to be had."""
+    import urllib.error
+    import urllib.request
+
+    if not address.startswith(("http://", "https://")):
+        raise VerifyError(f"url must start with http:// or https://, not {address!r}")
+    # No proxy from the environment and no redirect: the token goes to this server only.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _no_redirect()())
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    data = json.dumps(body).encode("utf-8", "surrogatepass")
+    for _ in range(REMOTE_TRIES):
+        request = urllib.request.Request(address, data=data, headers=headers, method="POST")  # noqa: S310 - http(s) only, checked above
+        try:
+            with opener.open(request, timeout=REMOTE_SECONDS) as answer:
+                return json.loads(answer.read())
+        except urllib.error.HTTPError as error:
+            if error.code in (429, 503):
+                time.sleep(_retry_after(error.headers.get("Retry-After")))
+                continue
+            if error.code >= 500:
+                return None
+            raise VerifyError(
+                f"the verdict server refused the request ({error.code}): {_message(error)}"
+            ) from None
+        except (OSError, ValueError):
+            return None  # not reached, cut off, or not JSON: no verdict
+    return None
+
+
+def _retry_after(value: object) -> float:
+    try:
+        return min(max(float(str(value or 1)), 0.1), 30.0)
+    except ValueError:
+        return 1.0
+
+
+def _no_redirect() -> type:
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None  # the redirect is answered as the error it is
+
+    return NoRedirect
+
+
+def _message(error: Any) -> str:
+    try:
+        found = json.loads(error.read())["error"]["message"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return str(error.reason)
+    return str(found)[:2000]
