@@ -146,10 +146,13 @@ def test_a_plan_gets_its_verdict_and_its_reward(start_server: Any) -> None:
     assert status == 200
     assert patch["reward"] == 0.0
     assert patch["error"]["kind"] == "policy"
-    status, health, _ = server.call("GET", "/v1/health", token=None)
+    status, health, _ = server.call("GET", "/v1/health")
     assert status == 200
     assert health["status"] == "ok"
     assert health["seeds"] == ["calculator"]
+    status, open_health, _ = server.call("GET", "/v1/health", token=None)
+    assert status == 200
+    assert "seeds" not in open_health
 
 
 def test_a_request_without_the_token_is_refused(start_server: Any) -> None:
@@ -227,6 +230,8 @@ def test_a_request_the_server_cannot_read_gets_one_clear_answer(start_server: An
     both = server.call("POST", "/v1/verify", {"seed": "calculator", "plan": {}, "patch": ""})
     too_large = server.call("POST", "/v1/verify", _request("#" * 5000))
     no_route = server.call("POST", "/v1/nothing", {})
+    deep = server.call("POST", "/v1/verify", raw=b"[" * 1500)
+    no_length = server.call("POST", "/v1/verify", raw=b"{}", headers={"Content-Length": "-1"})
 
     assert not_json[0] == 400
     assert "not JSON" in not_json[1]["error"]["message"]
@@ -237,6 +242,9 @@ def test_a_request_the_server_cannot_read_gets_one_clear_answer(start_server: An
     assert too_large[0] == 413
     assert "larger than 2000 bytes" in too_large[1]["error"]["message"]
     assert no_route[0] == 404
+    assert deep[0] in (400, 413)
+    assert no_length[0] == 411
+    assert server.call("GET", "/v1/health")[0] == 200  # and it still serves
 
 
 def test_a_runtime_that_cannot_be_built_answers_no_reward(

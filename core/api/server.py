@@ -10,7 +10,8 @@ Three routes, JSON in and out:
   (no verdict was reached; ``error`` says why).
 * ``POST /v1/verify/batch``: ``{"items": [REQUEST, ...]}``; answers ``{"verdicts": [...]}``
   in the same order.
-* ``GET /v1/health``: ``{"status": "ok", ...}`` with the server's bounds and load.
+* ``GET /v1/health``: ``{"status": "ok", ...}`` with the server's bounds and load, and
+  (given the token) the seeds it offers.
 
 What a client may not choose: a seed the server was not started with (a request names a
 seed, never a path of the server's machine), the runner, the limits, or a policy to
@@ -18,7 +19,8 @@ switch off: those are the server's, set when it starts. Bounds: ``jobs`` sandbox
 once, ``queue`` more requests waiting (beyond them, 429 with ``Retry-After``), a body of
 at most ``max_body_bytes`` (413) sent within ``READ_SECONDS`` of connecting, and at most
 ``MAX_CONNECTIONS_PER_SLOT`` open connections per admitted request (beyond them, 503).
-With a token, every route but ``/v1/health`` needs ``Authorization: Bearer TOKEN``.
+With a token, every route but ``/v1/health`` needs ``Authorization: Bearer TOKEN``
+(without it, the health answer leaves out the seeds).
 
 Errors are JSON too: ``{"error": {"kind": ..., "message": ...}}`` with the status: 400 a
 request that is wrong (the message names what), 401 no or a wrong token, 404, 405, 411,
@@ -326,14 +328,18 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/v1/health":
             raise HttpError(404, "not-found", f"no route {self.path}; see GET /v1/health")
         admission = self.server.admission
-        return {
+        health: dict[str, object] = {
             "status": "ok",
             "jobs": admission.jobs,
             "queue": admission.queue,
             "running": admission.running,
             "waiting": admission.admitted - admission.running,
-            "seeds": sorted(self.server.settings.seeds),
         }
+        try:
+            self._check_token()
+        except HttpError:
+            return health  # open to a load balancer's check; what it offers is not
+        return {**health, "seeds": sorted(self.server.settings.seeds)}
 
     def _post(self) -> object:
         if self.path not in ("/v1/verify", "/v1/verify/batch"):
