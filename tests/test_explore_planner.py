@@ -3,6 +3,7 @@ through function calls, submits, and the submission is proven in a fresh sandbox
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -229,3 +230,31 @@ def test_agent_logs_shows_the_steps(
     assert [s["command"] for s in as_json["steps"]] == ["echo visible-in-logs", "true"]
     assert as_json["steps"][0]["exit_code"] == 0
     assert as_json["steps"][0]["prompt_tokens"] == 321
+
+
+def test_a_batch_runs_explore_tasks_and_names_their_outcomes(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    provider.reply_bash(FIX)
+    provider.reply_calls(("submit", {}))
+    for _ in range(3):
+        provider.reply_content("no call")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        "".join(
+            json.dumps({"seed": "calculator", "id": name, "planner": "explore"}) + "\n"
+            for name in ("fixes", "talks")
+        ),
+        encoding="utf-8",
+    )
+    out = tmp_path / "results.jsonl"
+
+    done = run_agent("batch", str(tasks), "--out", str(out), "--jobs", "1", "--json", timeout=300)
+
+    found = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert found["fixes"]["status"] == "passed", found["fixes"]
+    assert found["fixes"]["planner"] == "explore"
+    assert found["talks"]["status"] == "no-submission", found["talks"]
+    assert found["talks"]["error"]["kind"] == "format"
+    assert done.json()["counts"]["no-submission"] == 1
+    assert "no submission" in run_agent("batch", str(tasks), "--out", str(out), "--resume").stdout
