@@ -4,11 +4,14 @@ through function calls, submits, and the submission is proven in a fresh sandbox
 from __future__ import annotations
 
 import json
+import re
+import signal
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import API_KEY, AgentRun, FakeProvider
+from conftest import AGENT, API_KEY, AgentRun, FakeProvider, Reply, wait_until
 from test_hidden_tests import MARKER
 from test_hidden_tests import seed as hidden_seed  # noqa: F401 - a fixture
 
@@ -230,6 +233,12 @@ def test_agent_logs_shows_the_steps(
     assert [s["command"] for s in as_json["steps"]] == ["echo visible-in-logs", "true"]
     assert as_json["steps"][0]["exit_code"] == 0
     assert as_json["steps"][0]["prompt_tokens"] == 321
+    [run_id] = set(re.findall(r"agent logs (run-[0-9a-f]{16})", done.stderr))
+    of_run = run_agent("logs", run_id)
+    assert f"re-test: agent replay {run_id}" in of_run.stdout  # the record, then the steps
+    assert f"planner task {task_id}:\nsteps (2):" in of_run.stdout
+    [trail] = run_agent("logs", run_id, "--json").json()["trajectories"]
+    assert trail["planner_task_id"] == task_id
 
 
 def test_a_batch_runs_explore_tasks_and_names_their_outcomes(
@@ -258,3 +267,40 @@ def test_a_batch_runs_explore_tasks_and_names_their_outcomes(
     assert found["talks"]["error"]["kind"] == "format"
     assert done.json()["counts"]["no-submission"] == 1
     assert "no submission" in run_agent("batch", str(tasks), "--out", str(out), "--resume").stdout
+
+
+def test_agent_logs_shows_the_steps_of_a_run_killed_half_way(
+    provider: FakeProvider,
+    run_agent: Callable[..., AgentRun],
+    agent_env: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    provider.reply_bash("echo first-step")
+    provider.reply_bash("ls")
+    provider.reply_bash("echo third-step")
+    provider.default = Reply(delay=120)  # the model stalls: the run is killed waiting on it
+    stderr = tmp_path / "stderr.txt"
+    with stderr.open("wb") as err:
+        agent = subprocess.Popen(
+            [str(AGENT), "run", "--planner", "explore", "--seed", "calculator"],
+            env=agent_env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        assert wait_until(lambda: len(provider.requests) == 4, timeout=120), stderr.read_text()
+    finally:
+        agent.send_signal(signal.SIGKILL)
+        agent.wait()
+
+    [run_id] = re.findall(r"agent logs (run-[0-9a-f]{16})", stderr.read_text())
+    shown = run_agent("logs", run_id)
+    assert shown.returncode == 0, shown.stderr
+    assert f"run {run_id}: no record (the run did not end)" in shown.stdout
+    assert "steps (3):" in shown.stdout
+    assert "$ echo first-step" in shown.stdout
+    assert "got exit code: 0\n      output:\n      third-step" in shown.stdout
+    as_json = run_agent("logs", run_id, "--json").json()
+    [trail] = as_json["trajectories"]
+    assert [s["command"] for s in trail["steps"]] == ["echo first-step", "ls", "echo third-step"]
+    assert run_agent("logs", trail["planner_task_id"]).stdout.count("$ ") == 3

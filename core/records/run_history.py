@@ -285,7 +285,7 @@ def render_run(record: RunRecord) -> str:
         lines.append(
             "attempts:    " + ", ".join(f"{a.number} {a.verdict}" for a in record.result.attempts)
         )
-    task_ids = _planner_task_ids(record)
+    task_ids = planner_task_ids(record)
     if task_ids:
         lines.append("planner calls (each one's record: agent logs PLANNER_TASK_ID):")
         lines.extend(f"  agent logs {task_id}" for task_id in task_ids)
@@ -298,7 +298,7 @@ def _first_line(text: str) -> str:
     return first + (" [...]" if rest else "")
 
 
-def _planner_task_ids(record: RunRecord) -> list[str]:
+def planner_task_ids(record: RunRecord) -> list[str]:
     """Every planner call the record names, in order, each once."""
     found = [p.planner_task_id for p in record.plans]
     if record.result is not None:
