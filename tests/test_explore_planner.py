@@ -3,15 +3,26 @@ through function calls, submits, and the submission is proven in a fresh sandbox
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import os
 import re
 import signal
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import AGENT, API_KEY, AgentRun, FakeProvider, Reply, wait_until
+from conftest import (
+    AGENT,
+    API_KEY,
+    AgentRun,
+    FakeProvider,
+    Reply,
+    host_processes_with,
+    wait_until,
+)
 from test_hidden_tests import MARKER
 from test_hidden_tests import seed as hidden_seed  # noqa: F401 - a fixture
 
@@ -304,3 +315,59 @@ def test_agent_logs_shows_the_steps_of_a_run_killed_half_way(
     [trail] = as_json["trajectories"]
     assert [s["command"] for s in trail["steps"]] == ["echo first-step", "ls", "echo third-step"]
     assert run_agent("logs", trail["planner_task_id"]).stdout.count("$ ") == 3
+
+
+def _process(pid: int) -> tuple[int, int, bytes] | None:
+    """``(parent, start time, command line)`` of process ``pid``; ``None`` once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    return int(fields[1]), int(fields[19]), cmdline
+
+
+def _sandboxes_of(environment: str) -> set[tuple[int, int]]:
+    """``(PID, start time)`` of each ``bwrap`` whose parent's environment holds
+    ``environment`` (``TMPDIR=...``, one test's own): the agent's sandboxes."""
+    agents = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and environment.encode() in (entry / "environ").read_bytes():
+                agents.add(int(entry.name))
+        except OSError:
+            continue
+    found = set()
+    for entry in Path("/proc").iterdir():
+        seen = _process(int(entry.name)) if entry.name.isdigit() else None
+        if seen is not None and seen[0] in agents and b"bwrap" in seen[2]:
+            found.add((int(entry.name), seen[1]))
+    return found
+
+
+def test_no_process_of_a_session_outlives_the_exploration(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun], agent_env: dict[str, str]
+) -> None:
+    tag = f"left-behind-{os.getpid()}-{time.monotonic_ns()}"
+    sleeper = f"python3 -c 'import time; time.sleep(300)' {tag}"
+    provider.reply_bash(f"setsid nohup {sleeper} >/dev/null 2>&1 & ({sleeper} &); sleep 3")
+    provider.reply_bash(FIX)
+    provider.reply_calls(("submit", {}))
+    sandboxes: set[tuple[int, int]] = set()
+
+    def running_both() -> bool:
+        sandboxes.update(_sandboxes_of(f"TMPDIR={agent_env['TMPDIR']}\0"))
+        return len(host_processes_with(tag)) == 2
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(_explore, run_agent, "--seed", "calculator", "--json")
+        seen = wait_until(running_both, timeout=120)
+        done = running.result()
+
+    assert seen  # they ran
+    assert sandboxes  # and the session's sandbox was seen from the host
+    assert done.returncode == 0, done.stderr
+    assert host_processes_with(tag) == []
+    left = [pid for pid, started in sandboxes if (_process(pid) or (0, -1))[1] == started]
+    assert left == []
