@@ -371,3 +371,22 @@ def test_no_process_of_a_session_outlives_the_exploration(
     assert host_processes_with(tag) == []
     left = [pid for pid, started in sandboxes if (_process(pid) or (0, -1))[1] == started]
     assert left == []
+
+
+def test_a_new_file_that_is_not_editable_is_refused_and_named_not_dropped(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    provider.reply_bash(f"{FIX}; echo scratch > notes.txt; mkdir many; touch many/f{{01..60}}")
+    provider.reply_calls(("submit", {}))
+    provider.reply_bash("rm -r notes.txt many")
+    provider.reply_calls(("submit", {}))
+
+    done = _explore(run_agent, "--seed", "calculator", "--max-steps", "4", "--json")
+
+    told = _tool_messages(_bodies(provider)[2])[-1]
+    assert "Submission refused" in told
+    assert "- many/f01: a new file, and not editable; delete it" in told
+    assert "- and 11 more files likewise" in told  # 61 named at most 50
+    assert len(told) < 5_000
+    assert done.returncode == 0, done.stderr
+    assert done.json()["changed_files"] == ["calculator.py"]
