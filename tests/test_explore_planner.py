@@ -390,3 +390,45 @@ def test_a_new_file_that_is_not_editable_is_refused_and_named_not_dropped(
     assert len(told) < 5_000
     assert done.returncode == 0, done.stderr
     assert done.json()["changed_files"] == ["calculator.py"]
+
+
+def test_runs_prune_deletes_the_trajectories_of_the_runs_it_prunes(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    off = {"SANDBOXED_CODING_AGENT_KEEP_RECORDS_DAYS": "off"}
+    state = tmp_path / "state" / "sandboxed-coding-agent"
+    trails = state / "trajectories"
+    runs: list[tuple[str, str]] = []
+    for _ in range(3):
+        provider.reply_bash("true")
+        done = _explore(run_agent, "--seed", "calculator", "--max-steps", "1", "--json")
+        [run_id] = set(re.findall(r"agent logs (run-[0-9a-f]{16})", done.stderr))
+        runs.append((run_id, done.json()["error"]["planner_task_id"]))
+    old = time.time() - 40 * 24 * 3600
+    for run_id, _ in runs:
+        os.utime(state / "run-records" / f"{run_id}.json", (old, old))
+        old += 3600
+    (trails / "plan-not-the-agents.jsonl").write_text("{}\n")  # named like one, but foreign
+    (trails / f"{runs[2][0]}.tasks").rename(trails / "run-0000000000000000.tasks")
+
+    kept = run_agent("runs", "prune", "--keep", "2", env=off)
+
+    assert kept.returncode == 0, kept.stderr
+    assert "2 trajectory files" in kept.stdout  # the oldest run's steps and its note
+    assert not (trails / f"{runs[0][1]}.jsonl").exists()
+    assert not (trails / f"{runs[0][0]}.tasks").exists()
+    assert (trails / f"{runs[1][1]}.jsonl").exists()
+    assert (trails / f"{runs[2][1]}.jsonl").exists()
+
+    for trail in trails.iterdir():  # a killed run: a note and steps, no record
+        os.utime(trail, (old, old))
+    (state / "run-records" / f"{runs[1][0]}.json").unlink()
+    by_age = run_agent("runs", "prune", "--older-than", "30", "--json", env=off).json()
+
+    assert by_age["run_records"] == 1  # runs[2]: its note renamed, its steps no run names
+    assert by_age["trajectories"] == 3  # runs[1]'s note and steps, and runs[2]'s steps
+    assert sorted(p.name for p in trails.iterdir()) == [
+        "plan-not-the-agents.jsonl",
+        "run-0000000000000000.tasks",
+    ]
+    assert "plan-not-the-agents.jsonl" in str(by_age["left_alone"])
