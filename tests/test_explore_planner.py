@@ -7,6 +7,7 @@ import concurrent.futures
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -14,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+from chromium import Chromium
 from conftest import (
     AGENT,
     API_KEY,
@@ -252,24 +255,37 @@ def test_agent_logs_shows_the_steps(
     assert trail["planner_task_id"] == task_id
 
 
-def test_a_batch_runs_explore_tasks_and_names_their_outcomes(
-    provider: FakeProvider, run_agent: Callable[..., AgentRun], tmp_path: Path
-) -> None:
-    provider.reply_bash(FIX)
-    provider.reply_calls(("submit", {}))
-    for _ in range(3):
-        provider.reply_content("no call")
+def _explore_batch(
+    run_agent: Callable[..., AgentRun], tmp_path: Path, *names: str
+) -> tuple[AgentRun, Path]:
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(
         "".join(
             json.dumps({"seed": "calculator", "id": name, "planner": "explore"}) + "\n"
-            for name in ("fixes", "talks")
+            for name in names
         ),
         encoding="utf-8",
     )
     out = tmp_path / "results.jsonl"
-
     done = run_agent("batch", str(tasks), "--out", str(out), "--jobs", "1", "--json", timeout=300)
+    return done, out
+
+
+def _script_the_report_s_tasks(provider: FakeProvider) -> None:
+    """Two tasks: one that looks, fixes and passes; one that never calls a function."""
+    provider.reply_bash("echo '<b>made-here</b>'; seq 1 10")
+    provider.reply_bash(FIX)
+    provider.reply_calls(("submit", {}))
+    for _ in range(3):
+        provider.reply_content("no call")
+
+
+def test_a_batch_runs_explore_tasks_and_names_their_outcomes(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    _script_the_report_s_tasks(provider)
+
+    done, out = _explore_batch(run_agent, tmp_path, "fixes", "talks")
 
     found = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
     assert found["fixes"]["status"] == "passed", found["fixes"]
@@ -277,7 +293,30 @@ def test_a_batch_runs_explore_tasks_and_names_their_outcomes(
     assert found["talks"]["status"] == "no-submission", found["talks"]
     assert found["talks"]["error"]["kind"] == "format"
     assert done.json()["counts"]["no-submission"] == 1
-    assert "no submission" in run_agent("batch", str(tasks), "--out", str(out), "--resume").stdout
+    again = run_agent("batch", str(tmp_path / "tasks.jsonl"), "--out", str(out), "--resume")
+    assert "no submission" in again.stdout
+
+
+def test_the_report_shows_each_explore_task_s_steps(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    _script_the_report_s_tasks(provider)
+    _, out = _explore_batch(run_agent, tmp_path, "fixes", "talks")
+    html = tmp_path / "report.html"
+
+    made = run_agent("report", str(out), "--html", str(html))
+
+    assert made.returncode == 0, made.stderr
+    page = html.read_text()
+    fixes, talks = page.split('<tbody class="task" id="talks"')
+    assert "steps (3; all of them: agent logs plan-" in fixes
+    assert "#1 command (exit 0): $ echo &#x27;&lt;b&gt;made-here&lt;/b&gt;&#x27;; seq 1 10" in fixes
+    assert "    &lt;b&gt;made-here&lt;/b&gt;\n    1\n    2\n    [... 8 more lines]" in fixes
+    assert "#2 command (exit 0): $ sed -i" in fixes
+    assert "#3 submit\n    Submitted; it is being tested." in fixes
+    assert "<b>made-here" not in page
+    assert "steps (3; all of them: agent logs plan-" in talks  # no attempt: the error's call
+    assert "#3 format-error\n    Answer by calling a function" in talks
 
 
 def test_agent_logs_shows_the_steps_of_a_run_killed_half_way(
@@ -432,3 +471,31 @@ def test_runs_prune_deletes_the_trajectories_of_the_runs_it_prunes(
         "run-0000000000000000.tasks",
     ]
     assert "plan-not-the-agents.jsonl" in str(by_age["left_alone"])
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium")
+def test_a_reader_sees_the_steps_when_a_task_opens_in_chromium(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    _script_the_report_s_tasks(provider)
+    _, out = _explore_batch(run_agent, tmp_path, "fixes", "talks")
+    html = tmp_path / "report.html"
+    assert run_agent("report", str(out), "--html", str(html)).returncode == 0
+
+    with Chromium(1280, 900) as browser:
+        browser.open(html, "fixes")
+        browser.settle()
+        steps = browser.value(
+            """(function () {
+              var shown = document.querySelector('#fixes pre.steps');
+              var box = shown.getBoundingClientRect();
+              return {text: shown.innerText, width: box.width, height: box.height,
+                      pwned: document.querySelectorAll('#fixes pre.steps b').length};
+            })()"""
+        )
+
+    assert steps["text"].startswith("#1 command (exit 0): $ echo '<b>made-here</b>'; seq 1 10")
+    assert "    <b>made-here</b>\n    1\n    2\n    [... 8 more lines]" in steps["text"]
+    assert steps["width"] > 0  # the task opened at its address, its steps with it
+    assert steps["height"] > 0
+    assert steps["pwned"] == 0  # the output's markup is text
