@@ -73,12 +73,14 @@ def _recorded(run_id: str) -> bool:
 def _show_run(run_id: str, record: RunRecord | None, noted: list[str], as_json: bool) -> None:
     """A run's record (or, for a run killed before it wrote one, that it has none), then
     the steps of each of its planner calls that explored."""
-    from ..records import trajectories
+    from ..records import planner_calls, trajectories
     from ..records.run_history import planner_task_ids, render_run
     from ..serialization import to_jsonable
 
     task_ids = [*(planner_task_ids(record) if record is not None else []), *noted]
-    kept = [(t, *trajectories.read_steps(t)) for t in dict.fromkeys(task_ids)]
+    # A planner names its tasks as it likes: a name no trajectory can have has none.
+    named = [t for t in dict.fromkeys(task_ids) if planner_calls.is_task_id(t)]
+    kept = [(t, *trajectories.read_steps(t)) for t in named]
     kept = [(task_id, steps, problem) for task_id, steps, problem in kept if steps or problem]
     if as_json:
         data = to_jsonable(record) if record is not None else {"run_id": run_id}

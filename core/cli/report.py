@@ -93,18 +93,16 @@ def report(
 def _kept_steps(results: list[TaskResult]) -> dict[str, list[TrajectoryStep]]:
     """The steps this machine kept of the planner calls ``results`` name that explored,
     by planner task ID, each made compact as the page shows it (the files may be large)."""
-    from ..errors import UsageError
-    from ..records import trajectories
+    from ..records import planner_calls, trajectories
     from ..report.details import compact_step
     from ..report.rows import planner_task_ids
 
     kept: dict[str, list[TrajectoryStep]] = {}
     for result in results:
         for task_id in planner_task_ids(result):
-            try:
-                steps, _ = trajectories.read_steps(task_id)
-            except UsageError:  # a hand-made line's ID, which names no file
-                steps = []
+            if not planner_calls.is_task_id(task_id):
+                continue  # a hand-made line's ID, which names no file
+            steps, _ = trajectories.read_steps(task_id)
             if steps:
                 kept[task_id] = [compact_step(step) for step in steps]
     return kept
