@@ -253,6 +253,7 @@ def test_agent_logs_shows_the_steps(
     assert f"planner task {task_id}:\nsteps (2):" in of_run.stdout
     [trail] = run_agent("logs", run_id, "--json").json()["trajectories"]
     assert trail["planner_task_id"] == task_id
+    assert run_agent("runs", "list", "--json").json()["unfinished"] == []  # it has its record
 
 
 def _explore_batch(
@@ -354,6 +355,9 @@ def test_agent_logs_shows_the_steps_of_a_run_killed_half_way(
     [trail] = as_json["trajectories"]
     assert [s["command"] for s in trail["steps"]] == ["echo first-step", "ls", "echo third-step"]
     assert run_agent("logs", trail["planner_task_id"]).stdout.count("$ ") == 3
+    listed = run_agent("runs", "list")
+    assert f"{run_id}: no record (running, or killed) since " in listed.stderr
+    assert [r for r, _ in run_agent("runs", "list", "--json").json()["unfinished"]] == [run_id]
 
 
 def _process(pid: int) -> tuple[int, int, bytes] | None:

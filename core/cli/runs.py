@@ -38,6 +38,9 @@ def runs_list(
             return
         for skipped in listing.skipped:
             say(f"{skipped.name} skipped: {skipped.problem}")
+        for run_id, noted in listing.unfinished:
+            when = one_line(local_time(noted))
+            say(f"{run_id}: no record (running, or killed) since {when}; agent logs {run_id}")
         if not listing.records:
             echo(f"no run recorded yet in {listing.folder}")
             return
