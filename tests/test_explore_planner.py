@@ -3,11 +3,29 @@ through function calls, submits, and the submission is proven in a fresh sandbox
 
 from __future__ import annotations
 
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import API_KEY, AgentRun, FakeProvider
+import pytest
+from chromium import Chromium
+from conftest import (
+    AGENT,
+    API_KEY,
+    AgentRun,
+    FakeProvider,
+    Reply,
+    host_processes_with,
+    wait_until,
+)
 from test_hidden_tests import MARKER
 from test_hidden_tests import seed as hidden_seed  # noqa: F401 - a fixture
 
@@ -229,3 +247,259 @@ def test_agent_logs_shows_the_steps(
     assert [s["command"] for s in as_json["steps"]] == ["echo visible-in-logs", "true"]
     assert as_json["steps"][0]["exit_code"] == 0
     assert as_json["steps"][0]["prompt_tokens"] == 321
+    [run_id] = set(re.findall(r"agent logs (run-[0-9a-f]{16})", done.stderr))
+    of_run = run_agent("logs", run_id)
+    assert f"re-test: agent replay {run_id}" in of_run.stdout  # the record, then the steps
+    assert f"planner task {task_id}:\nsteps (2):" in of_run.stdout
+    [trail] = run_agent("logs", run_id, "--json").json()["trajectories"]
+    assert trail["planner_task_id"] == task_id
+    assert run_agent("runs", "list", "--json").json()["unfinished"] == []  # it has its record
+
+
+def _explore_batch(
+    run_agent: Callable[..., AgentRun], tmp_path: Path, *names: str
+) -> tuple[AgentRun, Path]:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        "".join(
+            json.dumps({"seed": "calculator", "id": name, "planner": "explore"}) + "\n"
+            for name in names
+        ),
+        encoding="utf-8",
+    )
+    out = tmp_path / "results.jsonl"
+    done = run_agent("batch", str(tasks), "--out", str(out), "--jobs", "1", "--json", timeout=300)
+    return done, out
+
+
+def _script_the_report_s_tasks(provider: FakeProvider) -> None:
+    """Two tasks: one that looks, fixes and passes; one that never calls a function."""
+    provider.reply_bash("echo '<b>made-here</b>'; seq 1 10")
+    provider.reply_bash(FIX)
+    provider.reply_calls(("submit", {}))
+    for _ in range(3):
+        provider.reply_content("no call")
+
+
+def test_a_batch_runs_explore_tasks_and_names_their_outcomes(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    _script_the_report_s_tasks(provider)
+
+    done, out = _explore_batch(run_agent, tmp_path, "fixes", "talks")
+
+    found = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert found["fixes"]["status"] == "passed", found["fixes"]
+    assert found["fixes"]["planner"] == "explore"
+    assert found["talks"]["status"] == "no-submission", found["talks"]
+    assert found["talks"]["error"]["kind"] == "format"
+    assert done.json()["counts"]["no-submission"] == 1
+    again = run_agent("batch", str(tmp_path / "tasks.jsonl"), "--out", str(out), "--resume")
+    assert "no submission" in again.stdout
+
+
+def test_the_report_shows_each_explore_task_s_steps(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    _script_the_report_s_tasks(provider)
+    _, out = _explore_batch(run_agent, tmp_path, "fixes", "talks")
+    html = tmp_path / "report.html"
+
+    made = run_agent("report", str(out), "--html", str(html))
+
+    assert made.returncode == 0, made.stderr
+    page = html.read_text()
+    fixes, talks = page.split('<tbody class="task" id="talks"')
+    assert "steps (3; all of them: agent logs plan-" in fixes
+    assert "#1 command (exit 0): $ echo &#x27;&lt;b&gt;made-here&lt;/b&gt;&#x27;; seq 1 10" in fixes
+    assert "    &lt;b&gt;made-here&lt;/b&gt;\n    1\n    2\n    [... 8 more lines]" in fixes
+    assert "#2 command (exit 0): $ sed -i" in fixes
+    assert "#3 submit\n    Submitted; it is being tested." in fixes
+    assert "<b>made-here" not in page
+    assert "steps (3; all of them: agent logs plan-" in talks  # no attempt: the error's call
+    assert "#3 format-error\n    Answer by calling a function" in talks
+
+
+def test_agent_logs_shows_the_steps_of_a_run_killed_half_way(
+    provider: FakeProvider,
+    run_agent: Callable[..., AgentRun],
+    agent_env: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    provider.reply_bash("echo first-step")
+    provider.reply_bash("ls")
+    provider.reply_bash("echo third-step")
+    provider.default = Reply(delay=120)  # the model stalls: the run is killed waiting on it
+    stderr = tmp_path / "stderr.txt"
+    with stderr.open("wb") as err:
+        agent = subprocess.Popen(
+            [str(AGENT), "run", "--planner", "explore", "--seed", "calculator"],
+            env=agent_env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        assert wait_until(lambda: len(provider.requests) == 4, timeout=120), stderr.read_text()
+    finally:
+        agent.send_signal(signal.SIGKILL)
+        agent.wait()
+
+    [run_id] = re.findall(r"agent logs (run-[0-9a-f]{16})", stderr.read_text())
+    shown = run_agent("logs", run_id)
+    assert shown.returncode == 0, shown.stderr
+    assert f"run {run_id}: no record (the run did not end)" in shown.stdout
+    assert "steps (3):" in shown.stdout
+    assert "$ echo first-step" in shown.stdout
+    assert "got exit code: 0\n      output:\n      third-step" in shown.stdout
+    as_json = run_agent("logs", run_id, "--json").json()
+    [trail] = as_json["trajectories"]
+    assert [s["command"] for s in trail["steps"]] == ["echo first-step", "ls", "echo third-step"]
+    assert run_agent("logs", trail["planner_task_id"]).stdout.count("$ ") == 3
+    listed = run_agent("runs", "list")
+    assert f"{run_id}: no record (running, or killed) since " in listed.stderr
+    assert [r for r, _ in run_agent("runs", "list", "--json").json()["unfinished"]] == [run_id]
+
+
+def _process(pid: int) -> tuple[int, int, bytes] | None:
+    """``(parent, start time, command line)`` of process ``pid``; ``None`` once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    return int(fields[1]), int(fields[19]), cmdline
+
+
+def _sandboxes_of(environment: str) -> set[tuple[int, int]]:
+    """``(PID, start time)`` of each ``bwrap`` whose parent's environment holds
+    ``environment`` (``TMPDIR=...``, one test's own): the agent's sandboxes."""
+    agents = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and environment.encode() in (entry / "environ").read_bytes():
+                agents.add(int(entry.name))
+        except OSError:
+            continue
+    found = set()
+    for entry in Path("/proc").iterdir():
+        seen = _process(int(entry.name)) if entry.name.isdigit() else None
+        if seen is not None and seen[0] in agents and b"bwrap" in seen[2]:
+            found.add((int(entry.name), seen[1]))
+    return found
+
+
+def test_no_process_of_a_session_outlives_the_exploration(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun], agent_env: dict[str, str]
+) -> None:
+    tag = f"left-behind-{os.getpid()}-{time.monotonic_ns()}"
+    sleeper = f"python3 -c 'import time; time.sleep(300)' {tag}"
+    provider.reply_bash(f"setsid nohup {sleeper} >/dev/null 2>&1 & ({sleeper} &); sleep 3")
+    provider.reply_bash(FIX)
+    provider.reply_calls(("submit", {}))
+    sandboxes: set[tuple[int, int]] = set()
+
+    def running_both() -> bool:
+        sandboxes.update(_sandboxes_of(f"TMPDIR={agent_env['TMPDIR']}\0"))
+        return len(host_processes_with(tag)) == 2
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(_explore, run_agent, "--seed", "calculator", "--json")
+        seen = wait_until(running_both, timeout=120)
+        done = running.result()
+
+    assert seen  # they ran
+    assert sandboxes  # and the session's sandbox was seen from the host
+    assert done.returncode == 0, done.stderr
+    assert host_processes_with(tag) == []
+    left = [pid for pid, started in sandboxes if (_process(pid) or (0, -1))[1] == started]
+    assert left == []
+
+
+def test_a_new_file_that_is_not_editable_is_refused_and_named_not_dropped(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    provider.reply_bash(f"{FIX}; echo scratch > notes.txt; mkdir many; touch many/f{{01..60}}")
+    provider.reply_calls(("submit", {}))
+    provider.reply_bash("rm -r notes.txt many")
+    provider.reply_calls(("submit", {}))
+
+    done = _explore(run_agent, "--seed", "calculator", "--max-steps", "4", "--json")
+
+    told = _tool_messages(_bodies(provider)[2])[-1]
+    assert "Submission refused" in told
+    assert "- many/f01: a new file, and not editable; delete it" in told
+    assert "- and 11 more files likewise" in told  # 61 named at most 50
+    assert len(told) < 5_000
+    assert done.returncode == 0, done.stderr
+    assert done.json()["changed_files"] == ["calculator.py"]
+
+
+def test_runs_prune_deletes_the_trajectories_of_the_runs_it_prunes(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    off = {"SANDBOXED_CODING_AGENT_KEEP_RECORDS_DAYS": "off"}
+    state = tmp_path / "state" / "sandboxed-coding-agent"
+    trails = state / "trajectories"
+    runs: list[tuple[str, str]] = []
+    for _ in range(3):
+        provider.reply_bash("true")
+        done = _explore(run_agent, "--seed", "calculator", "--max-steps", "1", "--json")
+        [run_id] = set(re.findall(r"agent logs (run-[0-9a-f]{16})", done.stderr))
+        runs.append((run_id, done.json()["error"]["planner_task_id"]))
+    old = time.time() - 40 * 24 * 3600
+    for run_id, _ in runs:
+        os.utime(state / "run-records" / f"{run_id}.json", (old, old))
+        old += 3600
+    (trails / "plan-not-the-agents.jsonl").write_text("{}\n")  # named like one, but foreign
+    (trails / f"{runs[2][0]}.tasks").rename(trails / "run-0000000000000000.tasks")
+
+    kept = run_agent("runs", "prune", "--keep", "2", env=off)
+
+    assert kept.returncode == 0, kept.stderr
+    assert "2 trajectory files" in kept.stdout  # the oldest run's steps and its note
+    assert not (trails / f"{runs[0][1]}.jsonl").exists()
+    assert not (trails / f"{runs[0][0]}.tasks").exists()
+    assert (trails / f"{runs[1][1]}.jsonl").exists()
+    assert (trails / f"{runs[2][1]}.jsonl").exists()
+
+    for trail in trails.iterdir():  # a killed run: a note and steps, no record
+        os.utime(trail, (old, old))
+    (state / "run-records" / f"{runs[1][0]}.json").unlink()
+    by_age = run_agent("runs", "prune", "--older-than", "30", "--json", env=off).json()
+
+    assert by_age["run_records"] == 1  # runs[2]: its note renamed, its steps no run names
+    assert by_age["trajectories"] == 3  # runs[1]'s note and steps, and runs[2]'s steps
+    assert sorted(p.name for p in trails.iterdir()) == [
+        "plan-not-the-agents.jsonl",
+        "run-0000000000000000.tasks",
+    ]
+    assert "plan-not-the-agents.jsonl" in str(by_age["left_alone"])
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Chromium")
+def test_a_reader_sees_the_steps_when_a_task_opens_in_chromium(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    _script_the_report_s_tasks(provider)
+    _, out = _explore_batch(run_agent, tmp_path, "fixes", "talks")
+    html = tmp_path / "report.html"
+    assert run_agent("report", str(out), "--html", str(html)).returncode == 0
+
+    with Chromium(1280, 900) as browser:
+        browser.open(html, "fixes")
+        browser.settle()
+        steps = browser.value(
+            """(function () {
+              var shown = document.querySelector('#fixes pre.steps');
+              var box = shown.getBoundingClientRect();
+              return {text: shown.innerText, width: box.width, height: box.height,
+                      pwned: document.querySelectorAll('#fixes pre.steps b').length};
+            })()"""
+        )
+
+    assert steps["text"].startswith("#1 command (exit 0): $ echo '<b>made-here</b>'; seq 1 10")
+    assert "    <b>made-here</b>\n    1\n    2\n    [... 8 more lines]" in steps["text"]
+    assert steps["width"] > 0  # the task opened at its address, its steps with it
+    assert steps["height"] > 0
+    assert steps["pwned"] == 0  # the output's markup is text

@@ -264,8 +264,8 @@ def test_prune_deletes_records_older_than_the_days_and_says_how_many_bytes(
 
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.strip() == (
-        f"would delete 2 run records ({old_bytes:,} bytes) and 1 planner-call records "
-        f"({call.stat().st_size:,} bytes); 2 run records kept"
+        f"would delete 2 run records ({old_bytes:,} bytes), 1 planner-call records "
+        f"({call.stat().st_size:,} bytes) and 0 trajectory files (0 bytes); 2 run records kept"
     )
     assert all((run_records(tmp_path) / f"{r}.json").exists() for r in old)
     assert call.exists()
@@ -334,7 +334,7 @@ def test_prune_leaves_alone_links_foreign_files_and_what_is_not_a_record(
     done = run_agent("runs", "prune", "--older-than", "1", env=OFF, timeout=20)
 
     assert done.returncode == 0, done.stderr
-    assert "deleted 0 run records (0 bytes) and 0 planner-call records" in done.stdout
+    assert "deleted 0 run records (0 bytes), 0 planner-call records" in done.stdout
     assert sorted(p.name for p in folder.iterdir()) == before
     assert target.is_file()
     assert Path("/etc/passwd").is_file()

@@ -82,6 +82,9 @@ __all__ = [
 _STATUS_OF_KIND = {
     "policy": "rejected",
     "budget": "budget",
+    # The exploring planner's model made no change to test (exit 7 of `agent run`).
+    "steps": "no-submission",
+    "format": "no-submission",
     "provider": "provider-error",
     "sandbox": "sandbox-error",
     "usage": "usage-error",

@@ -44,6 +44,7 @@ STATUSES = (
     "failed",
     "rejected",
     "budget",
+    "no-submission",
     "provider-error",
     "sandbox-error",
     "usage-error",

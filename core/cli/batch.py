@@ -35,6 +35,7 @@ _LABELS = {
     "failed": "failed",
     "rejected": "rejected",
     "budget": "stopped by budget",
+    "no-submission": "no submission",
     "provider-error": "provider errors",
     "sandbox-error": "sandbox errors",
     "usage-error": "usage errors",

@@ -6,11 +6,15 @@ import contextlib
 import os
 import stat
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from .options import DebugOption
+
+if TYPE_CHECKING:
+    from ..batches.results import TaskResult
+    from ..model import TrajectoryStep
 
 
 def report(
@@ -71,7 +75,8 @@ def report(
             if html is not None:
                 _check_report_path(html, path)
             # A hand-made file may hold the key.
-            sources.append(ResultsSource(blank_key(label), [without_key(r) for r in found]))
+            kept = [without_key(r) for r in found]
+            sources.append(ResultsSource(blank_key(label), kept, _kept_steps(kept)))
         if html is not None:
             title = sources[0].label if len(sources) == 1 else f"{len(sources)} results files"
             try:
@@ -83,6 +88,24 @@ def report(
             terminal.say(f"wrote {html}: {len(rows)} tasks, {passed} passed")
         if as_json:
             terminal.print_json(report_summary(sources))
+
+
+def _kept_steps(results: list[TaskResult]) -> dict[str, list[TrajectoryStep]]:
+    """The steps this machine kept of the planner calls ``results`` name that explored,
+    by planner task ID, each made compact as the page shows it (the files may be large)."""
+    from ..records import planner_calls, trajectories
+    from ..report.details import compact_step
+    from ..report.rows import planner_task_ids
+
+    kept: dict[str, list[TrajectoryStep]] = {}
+    for result in results:
+        for task_id in planner_task_ids(result):
+            if not planner_calls.is_task_id(task_id):
+                continue  # a hand-made line's ID, which names no file
+            steps, _ = trajectories.read_steps(task_id)
+            if steps:
+                kept[task_id] = [compact_step(step) for step in steps]
+    return kept
 
 
 def _labels(results: list[Path]) -> list[str]:

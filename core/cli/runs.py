@@ -38,6 +38,9 @@ def runs_list(
             return
         for skipped in listing.skipped:
             say(f"{skipped.name} skipped: {skipped.problem}")
+        for run_id, noted in listing.unfinished:
+            when = one_line(local_time(noted))
+            say(f"{run_id}: no record (running, or killed) since {when}; agent logs {run_id}")
         if not listing.records:
             echo(f"no run recorded yet in {listing.folder}")
             return
@@ -61,7 +64,8 @@ def runs_prune(
             "--older-than",
             metavar="DAYS",
             min=0.0,
-            help="Delete run records and planner-call records written more than DAYS ago.",
+            help="Delete run records, planner-call records and trajectories written more "
+            "than DAYS ago.",
         ),
     ] = None,
     keep: Annotated[
@@ -69,7 +73,8 @@ def runs_prune(
         typer.Option(
             metavar="N",
             min=0,
-            help="Keep the N most recent run records whatever their age (alone: delete the rest).",
+            help="Keep the N most recent run records whatever their age (alone: delete the "
+            "rest, with their trajectories).",
         ),
     ] = None,
     dry_run: Annotated[
@@ -96,7 +101,8 @@ def runs_prune(
             say(f"left alone: {file.path}: {file.reason}")
         verb = "would delete" if dry_run else "deleted"
         echo(
-            f"{verb} {pruned.run_records:,} run records ({pruned.run_bytes:,} bytes) and "
-            f"{pruned.planner_records:,} planner-call records ({pruned.planner_bytes:,} bytes); "
+            f"{verb} {pruned.run_records:,} run records ({pruned.run_bytes:,} bytes), "
+            f"{pruned.planner_records:,} planner-call records ({pruned.planner_bytes:,} bytes) "
+            f"and {pruned.trajectories:,} trajectory files ({pruned.trajectory_bytes:,} bytes); "
             f"{pruned.kept:,} run records kept"
         )

@@ -223,9 +223,14 @@ def runs_directory(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(state) / APP_DIR / "runs"
 
 
+def is_task_id(text: str) -> bool:
+    """Whether ``text`` can name a planner call's record (and its trajectory)."""
+    return _TASK_ID.fullmatch(text) is not None
+
+
 def check_task_id(task_id: str) -> str:
     """Return ``task_id`` if it can name a record; raise :class:`UsageError` if not."""
-    if not _TASK_ID.fullmatch(task_id):
+    if not is_task_id(task_id):
         raise UsageError(
             f"{task_id!r} is not a planner task ID: expected letters, digits, '-' and '_' "
             "only, as printed by `agent run` (for example plan-0123456789abcdef)"

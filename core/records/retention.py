@@ -2,7 +2,11 @@
 in check.
 
 Run records (``run-records/``, about 18 KB a run) and planner-call records (``runs/``,
-a few KB a call) are kept :data:`DEFAULT_KEEP_DAYS` days. Once a day at most, the
+a few KB a call) are kept :data:`DEFAULT_KEEP_DAYS` days. The trajectories of a run
+that explored (``trajectories/``) go with its record: when the record is deleted, by
+age or by ``--keep``, so are the steps of every planner call its note names and the
+note; those of a run that never wrote a record (it was killed), and those no run
+noted, go by their age. Once a day at most, the
 first recorded run of an ``agent run`` or ``agent batch`` deletes those older than
 that, after one ``stat`` of a stamp file tells it a day has passed. Age, not size,
 decides: a record a user may still replay or diff never disappears because a large
@@ -25,12 +29,13 @@ import stat
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import attrs
 
 from ..errors import AgentWarning, UsageError
+from . import trajectories
 from .planner_calls import UnreadableRecord, open_kept_file, runs_directory, state_directory
 from .run_record_files import records_directory
 
@@ -50,16 +55,36 @@ _HEAD_BYTES = 512
 
 @attrs.frozen
 class _RecordKind:
-    """One kind of record: its folder, how its files are named, and the key its ID is under."""
+    """One kind of record: how its files are named, and how the agent begins each.
+
+    :ivar head: what a file of this kind begins with, given its ID (its name without
+        the suffix).
+    """
 
     what: str
     name: re.Pattern[str]
-    id_key: str
+    head: Callable[[str], str]
 
 
-_RUN_RECORDS = _RecordKind("run record", re.compile(r"(run-[0-9a-f]{16})\.json"), "run_id")
+def _indented(key: str) -> Callable[[str], str]:
+    """The head of a record written indented: ``{``, a line break and its ID under ``key``."""
+    return lambda record_id: f'{{\n  "{key}": "{record_id}"'
+
+
+_TASK_ID = r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}"
+_RUN_RECORDS = _RecordKind(
+    "run record", re.compile(r"(run-[0-9a-f]{16})\.json"), _indented("run_id")
+)
 _PLANNER_RECORDS = _RecordKind(
-    "planner record", re.compile(r"([A-Za-z0-9][A-Za-z0-9_-]{0,127})\.json"), "planner_task_id"
+    "planner record", re.compile(rf"({_TASK_ID})\.json"), _indented("planner_task_id")
+)
+_TRAJECTORIES = _RecordKind(
+    "trajectory", re.compile(rf"({_TASK_ID})\.jsonl"), lambda _: '{"number": '
+)
+_RUN_NOTES = _RecordKind(
+    "run's note of its trajectories",
+    re.compile(rf"(run-[0-9a-f]{{16}}){re.escape(trajectories.RUN_INDEX_SUFFIX)}"),
+    lambda run_id: f'{{"run_id": "{run_id}"',
 )
 
 
@@ -83,6 +108,9 @@ class Pruned:
     :ivar run_bytes: their size.
     :ivar planner_records: planner-call records deleted.
     :ivar planner_bytes: their size.
+    :ivar trajectories: trajectory files deleted (a planner call's steps, a run's note of
+        them).
+    :ivar trajectory_bytes: their size.
     :ivar kept: run records kept.
     :ivar left_alone: files named like old records that are not the agent's.
     :ivar dry_run: nothing was deleted.
@@ -92,6 +120,8 @@ class Pruned:
     run_bytes: int = 0
     planner_records: int = 0
     planner_bytes: int = 0
+    trajectories: int = 0
+    trajectory_bytes: int = 0
     kept: int = 0
     left_alone: tuple[LeftAlone, ...] = ()
     dry_run: bool = False
@@ -105,9 +135,10 @@ def prune(
     environ: Mapping[str, str] = os.environ,
     now: float | None = None,
 ) -> Pruned:
-    """Delete run records older than ``older_than_days`` and not among the ``keep`` newest,
-    and planner-call records older than ``older_than_days``. A record's age is its
-    file's: when it was written.
+    """Delete run records older than ``older_than_days`` and not among the ``keep`` newest
+    (with their trajectories), and planner-call records and trajectories no kept run
+    names older than ``older_than_days``. A record's age is its file's: when it was
+    written.
 
     :raises UsageError: neither bound given, or a records folder is a symbolic link
         (pruned by hand, if at all: the agent deletes nothing it reaches through a link).
@@ -121,29 +152,98 @@ def prune(
     now = time.time() if now is None else now
     cutoff = None if older_than_days is None else now - older_than_days * _DAY
     runs = _prune_folder(records_directory(environ), _RUN_RECORDS, cutoff, keep, dry_run)
-    planner: tuple[int, int, int, tuple[LeftAlone, ...]] = (0, 0, 0, ())
+    planner = _Folder()
     if cutoff is not None:  # a planner call is not a run: only its age counts
         planner = _prune_folder(runs_directory(environ), _PLANNER_RECORDS, cutoff, None, dry_run)
+    steps = _prune_trajectories(runs.deleted, cutoff, dry_run, environ)
     return Pruned(
-        run_records=runs[0],
-        run_bytes=runs[1],
-        planner_records=planner[0],
-        planner_bytes=planner[1],
-        kept=runs[2],
-        left_alone=(*runs[3], *planner[3]),
+        run_records=len(runs.deleted),
+        run_bytes=runs.size,
+        planner_records=len(planner.deleted),
+        planner_bytes=planner.size,
+        trajectories=len(steps.deleted),
+        trajectory_bytes=steps.size,
+        kept=runs.kept,
+        left_alone=(*runs.left_alone, *planner.left_alone, *steps.left_alone),
         dry_run=dry_run,
     )
 
 
+@attrs.define
+class _Folder:
+    """What a prune did in one folder: the IDs it deleted, their bytes, what it kept."""
+
+    deleted: list[str] = attrs.Factory(list)
+    size: int = 0
+    kept: int = 0
+    left_alone: list[LeftAlone] = attrs.Factory(list)
+
+
+def _prune_trajectories(
+    runs_deleted: list[str],
+    cutoff: float | None,
+    dry_run: bool,
+    environ: Mapping[str, str],
+) -> _Folder:
+    """Delete the trajectories of the runs deleted, with their notes; and, past ``cutoff``,
+    the notes of runs that have no record and the trajectories no remaining note names."""
+    folder = trajectories.trajectories_directory(environ)
+    notes = {run_id: trajectories.noted_calls(run_id, environ) for run_id in runs_deleted}
+    done = _Folder()
+    if notes:
+        names = {f"{run_id}{trajectories.RUN_INDEX_SUFFIX}" for run_id in notes}
+        _prune_folder(folder, _RUN_NOTES, None, None, dry_run, names, into=done)
+        named = {f"{task_id}.jsonl" for calls in notes.values() for task_id in calls}
+        _prune_folder(folder, _TRAJECTORIES, None, None, dry_run, named, into=done)
+    if cutoff is None:
+        return done
+    records = records_directory(environ)
+    orphaned = {  # a run killed before it wrote its record; pruned by its note's age
+        f"{run_id}{trajectories.RUN_INDEX_SUFFIX}"
+        for run_id in _ids_in(folder, _RUN_NOTES)
+        if run_id not in notes and not os.path.lexists(records / f"{run_id}.json")
+    }
+    gone = set(done.deleted)
+    _prune_folder(folder, _RUN_NOTES, cutoff, None, dry_run, orphaned, into=done)
+    gone |= set(done.deleted)
+    kept_runs = [r for r in _ids_in(folder, _RUN_NOTES) if r not in gone and r not in notes]
+    named_by_kept = {t for r in kept_runs for t in trajectories.noted_calls(r, environ)}
+    unnamed = {
+        f"{task_id}.jsonl"
+        for task_id in _ids_in(folder, _TRAJECTORIES)
+        if task_id not in named_by_kept and task_id not in gone
+    }
+    _prune_folder(folder, _TRAJECTORIES, cutoff, None, dry_run, unnamed, into=done)
+    return done
+
+
+def _ids_in(folder: Path, kind: _RecordKind) -> list[str]:
+    """The IDs of the files of ``kind`` in ``folder`` (none when there is no folder)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [found.group(1) for name in names if (found := kind.name.fullmatch(name))]
+
+
 def _prune_folder(
-    folder: Path, kind: _RecordKind, cutoff: float | None, keep: int | None, dry_run: bool
-) -> tuple[int, int, int, tuple[LeftAlone, ...]]:
-    """``(deleted, bytes, kept, left alone)`` of one folder."""
+    folder: Path,
+    kind: _RecordKind,
+    cutoff: float | None,
+    keep: int | None,
+    dry_run: bool,
+    only: set[str] | None = None,
+    *,
+    into: _Folder | None = None,
+) -> _Folder:
+    """Prune one folder (of its files named in ``only``, when given); what was done is
+    added to ``into``, and returned."""
+    done = _Folder() if into is None else into
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
         handle = os.open(folder, flags)
     except FileNotFoundError:
-        return 0, 0, 0, ()
+        return done
     except OSError as error:
         if os.path.islink(folder):
             raise UsageError(
@@ -153,8 +253,9 @@ def _prune_folder(
         raise UsageError(f"cannot open {folder}: {error.strerror}") from None
     try:
         records = sorted(_own_records(handle, kind), reverse=True)  # newest first
-        deleted = size = 0
-        left_alone: list[LeftAlone] = []
+        if only is not None:
+            records = [r for r in records if r[1] in only]
+        deleted = 0
         for rank, (mtime, name, length) in enumerate(records):
             # Said positively, so that no comparison that fails (a NaN) can delete.
             old_enough = cutoff is None or mtime < cutoff
@@ -170,10 +271,15 @@ def _prune_folder(
                 except OSError as error:
                     reason = f"cannot be deleted: {error.strerror}"
             if reason is not None:
-                left_alone.append(LeftAlone(str(folder / name), reason))
+                done.left_alone.append(LeftAlone(str(folder / name), reason))
                 continue
-            deleted, size = deleted + 1, size + length
-        return deleted, size, len(records) - deleted, tuple(left_alone)
+            match = kind.name.fullmatch(name)
+            assert match is not None  # _own_records lists only names of the kind
+            done.deleted.append(match.group(1))
+            done.size += length
+            deleted += 1
+        done.kept += len(records) - deleted
+        return done
     finally:
         os.close(handle)
 
@@ -196,8 +302,8 @@ def _own_records(handle: int, kind: _RecordKind) -> Iterator[tuple[float, str, i
 def _not_the_agents(handle: int, name: str, kind: _RecordKind) -> str | None:
     """Why the file ``name`` is not a record the agent wrote, or ``None`` when it is one.
 
-    Every record the agent writes begins ``{``, a line break and its ID under its key,
-    the ID being the file's name.
+    Every record the agent writes begins as its kind says (:attr:`_RecordKind.head`),
+    its ID being the file's name.
     """
     try:
         with open_kept_file(name, folder=handle) as stream:
@@ -206,7 +312,8 @@ def _not_the_agents(handle: int, name: str, kind: _RecordKind) -> str | None:
         return str(problem)
     except OSError as error:
         return f"unreadable: {error.strerror}"
-    expected = f'{{\n  "{kind.id_key}": "{name.removesuffix(".json")}"'.encode()
+    match = kind.name.fullmatch(name)
+    expected = kind.head(match.group(1) if match else name).encode()
     if not head.startswith(expected):
         return f"not a {kind.what} of this agent (it does not begin as one)"
     return None

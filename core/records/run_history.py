@@ -17,12 +17,13 @@ import re
 import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from . import trajectories
 from .planner_calls import UnreadableRecord, read_kept_file
 from .run_record_files import MAX_RECORD_BYTES, records_directory
 from .run_record_layout import RUN_RECORD_FORMAT, RunRecord
@@ -77,12 +78,16 @@ class RunListing:
     :ivar records: how many record files it holds in all.
     :ivar runs: the runs shown, most recently recorded first.
     :ivar skipped: the record files among those that could not be listed.
+    :ivar unfinished: runs that explore and have no record yet (running, or killed before
+        they wrote one), each as ``(run ID, when it last noted a planner call, ISO 8601
+        in UTC)``, most recent first; ``agent logs RUN_ID`` shows their steps.
     """
 
     folder: str
     records: int
     runs: tuple[RunSummary, ...]
     skipped: tuple[SkippedFile, ...]
+    unfinished: tuple[tuple[str, str], ...] = ()
 
 
 def list_runs(limit: int | None = None, environ: Mapping[str, str] = os.environ) -> RunListing:
@@ -93,9 +98,10 @@ def list_runs(limit: int | None = None, environ: Mapping[str, str] = os.environ)
     run: each record is read, summed up and dropped before the next.
     """
     folder = records_directory(environ)
+    unfinished = _unfinished(folder, limit, environ)
     with _open_folder(folder) as handle:
         if handle is None:
-            return RunListing(str(folder), 0, (), ())
+            return RunListing(str(folder), 0, (), (), unfinished)
         found = list(_record_entries(handle))  # names and times only
         newest = sorted(found, reverse=True) if limit is None else heapq.nlargest(limit, found)
         runs: list[RunSummary] = []
@@ -106,7 +112,35 @@ def list_runs(limit: int | None = None, environ: Mapping[str, str] = os.environ)
                 runs.append(summary)
             else:
                 skipped.append(SkippedFile(name, summary))
-    return RunListing(str(folder), len(found), tuple(runs), tuple(skipped))
+    return RunListing(str(folder), len(found), tuple(runs), tuple(skipped), unfinished)
+
+
+def _unfinished(
+    records: Path, limit: int | None, environ: Mapping[str, str]
+) -> tuple[tuple[str, str], ...]:
+    """The runs whose note of their planner calls is there and whose record is not."""
+    found: list[tuple[float, str]] = []
+    note = re.compile(rf"(run-[0-9a-f]{{16}}){re.escape(trajectories.RUN_INDEX_SUFFIX)}")
+    with _open_folder(trajectories.trajectories_directory(environ)) as handle:
+        if handle is None:
+            return ()
+        with os.scandir(handle) as entries:
+            for entry in entries:
+                named = note.fullmatch(entry.name)
+                if named is None or os.path.lexists(records / f"{named[1]}.json"):
+                    continue
+                try:
+                    status = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue  # removed meanwhile
+                if stat.S_ISREG(status.st_mode):
+                    found.append((status.st_mtime, named[1]))
+    newest = sorted(found, reverse=True) if limit is None else heapq.nlargest(limit, found)
+    return tuple((run_id, _iso(mtime)) for mtime, run_id in newest)
+
+
+def _iso(mtime: float) -> str:
+    return datetime.fromtimestamp(mtime, UTC).isoformat(timespec="seconds")
 
 
 @contextmanager
@@ -285,7 +319,7 @@ def render_run(record: RunRecord) -> str:
         lines.append(
             "attempts:    " + ", ".join(f"{a.number} {a.verdict}" for a in record.result.attempts)
         )
-    task_ids = _planner_task_ids(record)
+    task_ids = planner_task_ids(record)
     if task_ids:
         lines.append("planner calls (each one's record: agent logs PLANNER_TASK_ID):")
         lines.extend(f"  agent logs {task_id}" for task_id in task_ids)
@@ -298,7 +332,7 @@ def _first_line(text: str) -> str:
     return first + (" [...]" if rest else "")
 
 
-def _planner_task_ids(record: RunRecord) -> list[str]:
+def planner_task_ids(record: RunRecord) -> list[str]:
     """Every planner call the record names, in order, each once."""
     found = [p.planner_task_id for p in record.plans]
     if record.result is not None:

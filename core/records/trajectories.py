@@ -6,6 +6,11 @@ per step in ``<planner-task-id>.jsonl`` under
 so a run that is killed keeps the steps it made. ``agent logs PLANNER_TASK_ID``
 shows them after the call's record (and ``--json`` gives them as ``steps``).
 
+A run that explores also notes, in ``<run-id>.tasks`` beside them, each planner call
+as its first step is kept (one JSON line, ``{"run_id": ..., "planner_task_id": ...}``):
+so ``agent logs RUN_ID`` finds the steps of a run that was killed before its record
+was written, and ``agent runs prune`` deletes the trajectories of the runs it prunes.
+
 A step holds what the model said, the command it ran, the output as the model saw
 it (bounded), the exit code, the seconds and the tokens; never the API key (blanked
 before each line is written), never a hidden test (the session holds none).
@@ -23,9 +28,12 @@ from ..model import MAX_STEP_TEXT_CHARS as MAX_STEP_TEXT_CHARS
 from ..model import TrajectoryStep
 from ..serialization import structure, to_json
 from .planner_calls import check_task_id, read_kept_file, state_directory
+from .run_record_files import is_run_id
 
 #: The largest trajectory ``agent logs`` reads.
 MAX_TRAJECTORY_BYTES = 64 * 1024 * 1024
+#: How a run's note of its planner calls is named: the run ID, then this.
+RUN_INDEX_SUFFIX = ".tasks"
 
 
 def trajectories_directory(environ: Mapping[str, str] = os.environ) -> Path:
@@ -36,6 +44,13 @@ def trajectory_path(task_id: str, environ: Mapping[str, str] = os.environ) -> Pa
     return trajectories_directory(environ) / f"{check_task_id(task_id)}.jsonl"
 
 
+def run_index_path(run_id: str, environ: Mapping[str, str] = os.environ) -> Path:
+    """Where run ``run_id`` notes its planner calls that kept steps."""
+    if not is_run_id(run_id):
+        raise ValueError(f"{run_id!r} is not a run ID")
+    return trajectories_directory(environ) / f"{run_id}{RUN_INDEX_SUFFIX}"
+
+
 def append_step(
     task_id: str, step: TrajectoryStep, environ: Mapping[str, str] = os.environ
 ) -> None:
@@ -44,15 +59,53 @@ def append_step(
 
     :raises OSError: the folder cannot be written, or the file is a link.
     """
-    path = trajectory_path(task_id, environ)
+    line = provider.blank_key(to_json(step), environ.get(provider.API_KEY_ENV, ""))
+    _append(trajectory_path(task_id, environ), line)
+
+
+def note_call(run_id: str, task_id: str, environ: Mapping[str, str] = os.environ) -> None:
+    """Note that planner call ``task_id`` of run ``run_id`` keeps steps.
+
+    :raises OSError: as :func:`append_step`.
+    """
+    line = json.dumps({"run_id": run_id, "planner_task_id": check_task_id(task_id)})
+    _append(run_index_path(run_id, environ), line)
+
+
+def _append(path: Path, line: str) -> None:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    line = provider.blank_key(to_json(step), environ.get(provider.API_KEY_ENV, "")) + "\n"
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     handle = os.open(path, flags, 0o600)
     try:
-        os.write(handle, line.encode("utf-8", "surrogatepass"))
+        os.write(handle, (line + "\n").encode("utf-8", "surrogatepass"))
     finally:
         os.close(handle)
+
+
+def noted_calls(run_id: str, environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The planner task IDs run ``run_id`` noted, in order, each once; none when it noted
+    none or its note cannot be read (a hostile file: a line that is not one of the
+    run's is skipped)."""
+    path = run_index_path(run_id, environ)
+    if not os.path.lexists(path):
+        return []
+    try:
+        data = read_kept_file(path, limit=MAX_TRAJECTORY_BYTES)
+    except ValueError:  # UnreadableRecord
+        return []
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    found = [_noted_call(line, run_id) for line in lines]
+    return list(dict.fromkeys(task_id for task_id in found if task_id is not None))
+
+
+def _noted_call(line: str, run_id: str) -> str | None:
+    try:
+        noted = json.loads(line)
+        if noted["run_id"] == run_id:
+            return check_task_id(noted["planner_task_id"])
+    except Exception:  # json, a missing key, a task ID that is none
+        return None
+    return None
 
 
 def read_steps(
@@ -115,7 +168,10 @@ __all__ = [
     "MAX_STEP_TEXT_CHARS",
     "TrajectoryStep",
     "append_step",
+    "note_call",
+    "noted_calls",
     "read_steps",
     "render_steps",
+    "run_index_path",
     "trajectory_path",
 ]

@@ -49,8 +49,8 @@ tr.more > td > details { width: 0; min-width: 100%; }
 .status { white-space: nowrap; font-weight: 600; border-radius: 4px; padding: 0 .4em; }
 .s-passed, .s-FULL { background: var(--ok-bg); color: var(--ok); }
 .s-failed, .s-rejected, .s-NO { background: var(--bad-bg); color: var(--bad); }
-.s-budget, .s-PARTIAL, .s-stopped, .s-provider-error, .s-sandbox-error, .s-usage-error,
-.s-internal-error { background: var(--warn-bg); color: var(--warn); }
+.s-budget, .s-no-submission, .s-PARTIAL, .s-stopped, .s-provider-error, .s-sandbox-error,
+.s-usage-error, .s-internal-error { background: var(--warn-bg); color: var(--warn); }
 details { margin: .25em 0; }
 summary { cursor: pointer; color: var(--link); }
 .detail { margin: .3em 0 .6em 1em; }

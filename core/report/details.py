@@ -3,15 +3,20 @@ every candidate and attempt with its verdict, feedback, coloured diff, tests and
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import attrs
 
 from ..batches.results import TaskResult
-from ..model import Attempt, Candidate, RunResult
+from ..model import Attempt, Candidate, RunResult, TrajectoryStep
 from ..verdicts import output_tests
 from ..verdicts.evidence import TestReport
 from ..verdicts.grading import Grade
 from .rows import NAME_CHARS, Figures, Row, every_attempt, instruction_of
 from .text import TextBlocks, cut, text
+
+#: The steps of planner calls that explored, by planner task ID.
+Steps = Mapping[str, Sequence[TrajectoryStep]]
 
 
 def task_details(row: Row, figures: Figures, blocks: TextBlocks) -> str:
@@ -27,16 +32,61 @@ def task_details(row: Row, figures: Figures, blocks: TextBlocks) -> str:
         said += [f"(the agent's error kind: {error.kind})"]
         # Named by the task's status, as its badge, the filter and the counts name it.
         parts.append(_block(result.status, blocks.add("\n".join(said), keep="both"), open_=True))
+    shown = {a.planner_task_id for a in every_attempt(result)}
+    if result.error is not None and result.error.planner_task_id not in shown:
+        # A call that ended the run before it was an attempt (the model did not submit).
+        parts.append(_steps(result.error.planner_task_id, row.steps, blocks))
     if result.result is not None:
-        parts.append(_run(result.result, blocks))
+        parts.append(_run(result.result, blocks, row.steps))
     elif result.error is not None and result.error.candidates:
         # A run that ended in an error: what it made before, as far as each candidate got.
         candidates = result.error.candidates
         if len(candidates) == 1:
-            parts.append(_attempts_of(candidates[0].attempts, blocks))
+            parts.append(_attempts_of(candidates[0].attempts, blocks, row.steps))
         else:
-            parts.append(_candidates(candidates, None, blocks))
+            parts.append(_candidates(candidates, None, blocks, row.steps))
     return '<div class="detail">' + "\n".join(p for p in parts if p) + "</div>"
+
+
+#: How many lines of a step's output the report shows (``agent logs`` shows them all).
+STEP_OUTPUT_LINES = 3
+#: The most characters of one line of a step the report shows.
+STEP_LINE_CHARS = 200
+
+
+def _steps(task_id: str | None, steps: Steps, blocks: TextBlocks) -> str:
+    """The steps of planner call ``task_id``, one compact entry each: its number, kind, exit
+    code and command, then the first lines of what the model was told back."""
+    found = steps.get(task_id) if task_id else None
+    if not found:
+        return ""
+    lines = []
+    for step in found:  # made compact by compact_step, as ResultsSource says
+        head = f"#{step.number} {step.kind}"
+        if step.timed_out:
+            head += " (timed out)"
+        elif step.exit_code is not None:
+            head += f" (exit {step.exit_code})"
+        if step.command:
+            command = step.command.strip().splitlines() or [""]
+            head += f": $ {command[0]}" + (" [...]" if len(command) > 1 else "")
+        lines.append(head[:STEP_LINE_CHARS])
+        lines += [f"    {line}" for line in (step.output or "").splitlines()]
+    label = f"steps ({len(found):,}; all of them: agent logs {task_id})"
+    return _block(label, blocks.add("\n".join(lines)), open_=True, kind="steps")
+
+
+def compact_step(step: TrajectoryStep) -> TrajectoryStep:
+    """``step`` as the report shows it: what the model said left out, and of what it was
+    told back only the first lines (a command's status lines dropped: its exit code is in
+    the step's heading), each cut, then how many more lines there were."""
+    lines = (step.output or "").splitlines()
+    if "output:" in lines[:4]:
+        lines = lines[lines.index("output:") + 1 :]
+    shown = [line[:STEP_LINE_CHARS] for line in lines[:STEP_OUTPUT_LINES]]
+    if len(lines) > STEP_OUTPUT_LINES:
+        shown.append(f"[... {len(lines) - STEP_OUTPUT_LINES:,} more lines]")
+    return attrs.evolve(step, said=None, output="\n".join(shown) or None)
 
 
 #: How the details name an instruction, by where it came from.
@@ -99,11 +149,11 @@ def _commands(result: TaskResult) -> str:
 SHOWN_ATTEMPTS = 200
 
 
-def _run(run: RunResult, blocks: TextBlocks) -> str:
+def _run(run: RunResult, blocks: TextBlocks, steps: Steps) -> str:
     if run.candidates:
-        return _candidates(run.candidates, run.chosen_candidate, blocks)
+        return _candidates(run.candidates, run.chosen_candidate, blocks, steps)
     if run.attempts:
-        return _attempts_of(run.attempts, blocks)
+        return _attempts_of(run.attempts, blocks, steps)
     # A line written before attempts were recorded: the run's one test.
     parts = [_diff(run.diff, blocks)]
     parts.append(_tests(run.test_report, run.grade, blocks))
@@ -111,17 +161,19 @@ def _run(run: RunResult, blocks: TextBlocks) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def _candidates(candidates: tuple[Candidate, ...], chosen: int | None, blocks: TextBlocks) -> str:
+def _candidates(
+    candidates: tuple[Candidate, ...], chosen: int | None, blocks: TextBlocks, steps: Steps
+) -> str:
     shown = _first_attempts(candidates)
     left = sum(len(c.attempts) for c in candidates) - sum(len(c.attempts) for c in shown)
-    parts = [_candidate(c, chosen, blocks) for c in shown]
+    parts = [_candidate(c, chosen, blocks, steps) for c in shown]
     return "\n".join(parts + [_more_attempts(left)] * bool(left))
 
 
-def _attempts_of(attempts: tuple[Attempt, ...], blocks: TextBlocks) -> str:
+def _attempts_of(attempts: tuple[Attempt, ...], blocks: TextBlocks, steps: Steps) -> str:
     shown = attempts[:SHOWN_ATTEMPTS]
     left = len(attempts) - len(shown)
-    parts = [_attempt(a, len(attempts), blocks) for a in shown]
+    parts = [_attempt(a, len(attempts), blocks, steps) for a in shown]
     return "\n".join(parts + [_more_attempts(left)] * bool(left))
 
 
@@ -140,16 +192,18 @@ def _more_attempts(left: int) -> str:
     return f'<p class="muted">{left:,} more attempts are left out of this page.</p>'
 
 
-def _candidate(candidate: Candidate, chosen: int | None, blocks: TextBlocks) -> str:
+def _candidate(candidate: Candidate, chosen: int | None, blocks: TextBlocks, steps: Steps) -> str:
     how = ["chosen"] if candidate.number == chosen else []
     how += ["passed"] if candidate.passed else []
     how += ["stopped"] if candidate.stopped else []
     said = f" ({', '.join(how)})" if how else ""
-    attempts = "\n".join(_attempt(a, len(candidate.attempts), blocks) for a in candidate.attempts)
+    attempts = "\n".join(
+        _attempt(a, len(candidate.attempts), blocks, steps) for a in candidate.attempts
+    )
     return f"<h4>candidate {candidate.number}{said}</h4>\n{attempts}"
 
 
-def _attempt(attempt: Attempt, of: int, blocks: TextBlocks) -> str:
+def _attempt(attempt: Attempt, of: int, blocks: TextBlocks, steps: Steps) -> str:
     said = [f'<span class="status s-{attempt.verdict}">{text(attempt.verdict)}</span>']
     if attempt.planner_task_id:
         said.append(f"planner task <code>{text(attempt.planner_task_id)}</code>")
@@ -170,7 +224,7 @@ def _attempt(attempt: Attempt, of: int, blocks: TextBlocks) -> str:
         said.append("timed out")
     if attempt.limit_hit:
         said.append(f"limit hit: {text(attempt.limit_hit)}")
-    parts: list[str] = []
+    parts: list[str] = [_steps(attempt.planner_task_id, steps, blocks)]
     if attempt.changed_files:
         changed, _ = cut(", ".join(attempt.changed_files), NAME_CHARS * 3, "head", "")
         parts.append(f"<div>changes {text(changed)}</div>")

@@ -43,6 +43,8 @@ STATUS_MEANINGS = {
     "failed": "tested, and the tests did not pass",
     "rejected": "a policy refused every plan",
     "budget": "a budget stopped the task, or it never started",
+    "no-submission": "the exploring planner's model submitted no change: its steps ran out, "
+    "or it answered with no usable function call (exit 7 for agent run)",
     "provider-error": "the planner's provider failed (exit 3 for agent run)",
     "sandbox-error": "the sandbox failed (exit 5 for agent run)",
     "usage-error": "a usage or configuration error: an unknown seed, planner or runner, "

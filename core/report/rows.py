@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import datetime
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 import attrs
 
 from ..batches.results import TaskResult, latest
-from ..model import Attempt
+from ..model import Attempt, TrajectoryStep
 
 
 @attrs.frozen
@@ -20,10 +20,14 @@ class ResultsSource:
 
     :ivar label: how the page names it (its file name, or its path when two share a name).
     :ivar results: its lines, in order.
+    :ivar steps: the steps of its planner calls that explored, by planner task ID, as
+        this machine kept them (``agent report`` reads them; none kept, none shown),
+        each made compact by :func:`~.details.compact_step`: the page shows them as given.
     """
 
     label: str
     results: Sequence[TaskResult]
+    steps: Mapping[str, Sequence[TrajectoryStep]] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -33,11 +37,13 @@ class Row:
     :ivar key: the task's ID, or ``LABEL:ID`` when several files hold a task of that ID.
     :ivar source: the label of the file it was read from.
     :ivar result: its last line in that file.
+    :ivar steps: the steps of its file's planner calls that explored, by planner task ID.
     """
 
     key: str
     source: str
     result: TaskResult
+    steps: Mapping[str, Sequence[TrajectoryStep]] = attrs.field(factory=dict)
 
 
 def merged(sources: Sequence[ResultsSource]) -> list[Row]:
@@ -45,13 +51,16 @@ def merged(sources: Sequence[ResultsSource]) -> list[Row]:
     order of the files): in each file the last line of a task counts (a task a budget
     stopped has a line before the one of its resumed run), and an ID that several files
     hold is named with its file's label, so that no two rows share a name."""
-    found = [
-        (source.label, [bounded(result) for result in latest(source.results)]) for source in sources
-    ]
+    found = [(source, [bounded(result) for result in latest(source.results)]) for source in sources]
     files_holding = Counter(result.id for _, results in found for result in results)
     rows = [
-        (result.line, result.id, index, Row(_key(label, result.id, files_holding), label, result))
-        for index, (label, results) in enumerate(found)
+        (
+            result.line,
+            result.id,
+            index,
+            Row(_key(s.label, result.id, files_holding), s.label, result, s.steps),
+        )
+        for index, (s, results) in enumerate(found)
         for result in results
     ]
     rows.sort(key=lambda entry: entry[:3])
@@ -90,6 +99,14 @@ def bounded(result: TaskResult) -> TaskResult:
 
 def _key(label: str, task_id: str, files_holding: Counter[str]) -> str:
     return f"{label}:{task_id}" if files_holding[task_id] > 1 else task_id
+
+
+def planner_task_ids(result: TaskResult) -> list[str]:
+    """The planner task IDs a task's line names: each attempt's, and its error's."""
+    found = [a.planner_task_id for a in every_attempt(result)]
+    if result.error is not None:
+        found.append(result.error.planner_task_id)
+    return list(dict.fromkeys(task_id for task_id in found if task_id))
 
 
 def every_attempt(result: TaskResult) -> list[Attempt]:

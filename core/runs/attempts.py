@@ -171,6 +171,8 @@ class Search:
     #: Every candidate's attempts so far, kept as they are made so a stopped run reports them.
     made: dict[int, list[Attempt]] = attrs.Factory(dict)
     runner_name: str = ""
+    #: The recorded run this is, whose planner calls that explore it notes.
+    run_id: str | None = None
     _prepared: bool = False
     _preparing: threading.Lock = attrs.Factory(threading.Lock)
     #: The trusted list (see :mod:`~.trusted_tests`), made before the first patch is tested.
@@ -264,7 +266,7 @@ class Search:
             clock = time.monotonic()
             ask: Callable[[PlanRequest], PlannerResult] | None = None
             if session is not None and isinstance(self.planner, SessionPlanner):
-                journal = Journal(self.ledger, self._models(None), self.environ)
+                journal = Journal(self.ledger, self._models(None), self.environ, self.run_id)
                 ask = functools.partial(
                     self.planner.plan_in_session, session=session, journal=journal
                 )

@@ -51,6 +51,8 @@ class Journal:
 
     :param ledger: the run's ledger (what was spent before this call).
     :param models: the names a call is priced by (the model asked for, first).
+    :param run_id: the recorded run the call is part of, which notes the call as its
+        first step is kept (so ``agent logs RUN_ID`` finds the steps of a killed run).
     """
 
     def __init__(
@@ -58,16 +60,22 @@ class Journal:
         ledger: Ledger | None = None,
         models: Iterable[str | None] = (),
         environ: Mapping[str, str] = os.environ,
+        run_id: str | None = None,
     ) -> None:
         self.ledger = ledger or Ledger()
         self.models = tuple(models)
         self.environ = environ
+        self.run_id = run_id
+        self._noted: set[str] = set()
         self._warned = False
 
     def keep(self, task_id: str, step: TrajectoryStep) -> None:
         """Append ``step`` to the trajectory of planner task ``task_id``; a step that
         cannot be written is one warning for the call, and the run goes on."""
         try:
+            if self.run_id is not None and task_id not in self._noted:
+                trajectories.note_call(self.run_id, task_id, self.environ)
+                self._noted.add(task_id)
             trajectories.append_step(task_id, step, self.environ)
         except (OSError, ValueError) as problem:
             if not self._warned:

@@ -76,6 +76,7 @@ def run(
     stop: StopRequest | None = None,
     events: Emit | None = None,
     made: dict[int, list[Attempt]] | None = None,
+    run_id: str | None = None,
 ) -> RunResult:
     """Plan with ``planner`` (or use ``plan``), check it, and test it in a fresh sandbox.
 
@@ -113,6 +114,9 @@ def run(
     ``made``, when given, is filled as the run goes with every attempt of every
     candidate (by candidate number), those refused before any sandbox included, whatever
     the run ends in: what its record keeps.
+
+    ``run_id`` names the recorded run this is: a planner that explores notes its calls
+    under it as it keeps their steps, so they are found by it before its record is.
 
     :raises BudgetReached: a budget was reached and no attempt passed; the error's
         ``attempts`` (and ``candidates``) hold what was made before it.
@@ -162,6 +166,7 @@ def run(
         interrupt=stop,
         emit=events or no_events,
         made={} if made is None else made,
+        run_id=run_id,
     )
     listening = stop.listen(search.sandboxes.stop) if stop is not None else contextlib.nullcontext()
     try:

@@ -29,7 +29,7 @@ from ..model import (
     SeedProject,
 )
 from ..plugins import PluginInfo
-from ..protocols import PatchPolicy, Planner, PreparingRunner, Runner
+from ..protocols import PatchPolicy, Planner, PreparingRunner, Runner, SessionPlanner
 from ..records import retention
 from ..records.run_record_files import new_run_id, records_directory, write_run_record
 from ..records.run_record_layout import (
@@ -169,6 +169,11 @@ def run_recorded(
     """
     retention.prune_when_due(environ)
     run_id = run_id or new_run_id()
+    if isinstance(planner, SessionPlanner):
+        # Said at once: a run that explores may be long, and its steps are found by its
+        # ID while it runs or after it was killed, before its record is written.
+        say = options.get("progress") or (lambda _: None)
+        say(f"run {run_id}: the planner's steps are kept as it makes them: agent logs {run_id}")
     lock = threading.Lock()
     plans: list[RecordedPlan] = [RecordedPlan(plan=plan)] if plan is not None else []
     tests: list[tuple[SandboxJob, SandboxOutcome]] = []
@@ -189,6 +194,7 @@ def run_recorded(
             plan=plan,
             environ=environ,
             made=made,
+            run_id=run_id,
             **options,
         )
         result = attrs.evolve(result, run_id=run_id)

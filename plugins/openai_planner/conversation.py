@@ -17,6 +17,8 @@ from .prompt import feedback_text
 MAX_OUTPUT_BYTES = 10_000
 #: Function-call mistakes in a row that end the exploration.
 MAX_FORMAT_ERRORS = 3
+#: The most files a refused submission names (then how many more).
+MAX_REFUSED_FILES = 50
 
 TOOLS: list[dict[str, Any]] = [
     {
@@ -52,8 +54,9 @@ calling functions.
 no variable, working folder or process carries over, only the project's files. There is \
 no network. A command may run for {seconds:g} seconds; its output (stdout and stderr \
 merged) comes back with its exit code, cut in the middle beyond {max_bytes:,} bytes.
-- The files you may change: {editable}. Test files are read-only; other changes are \
-refused when you submit.
+- The files you may change: {editable}. Test files are read-only; other changes, new \
+files included, are refused when you submit: delete the files you made and do not mean \
+to submit.
 - {tests}
 - Edit files with commands (sed -i, a heredoc, python). When the change is done and \
 tested, call `submit`. It is proven from the pristine project with your changes to the \
@@ -115,12 +118,14 @@ def command_result(result: CommandResult) -> str:
 
 
 def refusal(changed: Mapping[str, str], deleted: Sequence[str]) -> str:
-    """What the model is told of a refused submission."""
+    """What the model is told of a refused submission: each file and why, the first
+    :data:`MAX_REFUSED_FILES` of them (then how many more)."""
+    reasons = [f"- {path}: {why}" for path, why in changed.items()]
+    reasons += [f"- {path}: an editable file may not be deleted; restore it" for path in deleted]
     said = ["Submission refused; nothing was tested. Fix this and submit again:"]
-    for path, why in changed.items():
-        said.append(f"- {path}: {why}")
-    for path in deleted:
-        said.append(f"- {path}: an editable file may not be deleted; restore it")
+    said += reasons[:MAX_REFUSED_FILES]
+    if len(reasons) > MAX_REFUSED_FILES:
+        said.append(f"- and {len(reasons) - MAX_REFUSED_FILES:,} more files likewise")
     return "\n".join(said)
 
 

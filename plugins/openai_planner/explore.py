@@ -303,8 +303,8 @@ class ExploringPlanner:
             elif path in seeded:
                 how = "deleted" if data is None else "changed"
                 refused[path] = f"{how}, but it is not editable; restore it"
-            # Else a file the seed did not have (a cache the tests wrote, a scratch file):
-            # not editable, so not part of the plan.
+            else:  # a file the seed did not have: a scratch file, a cache a tool wrote
+                refused[path] = "a new file, and not editable; delete it"
         if refused or deleted:
             return None, talk.refusal(refused, deleted)
         if not files:
