@@ -503,3 +503,25 @@ def test_a_reader_sees_the_steps_when_a_task_opens_in_chromium(
     assert steps["width"] > 0  # the task opened at its address, its steps with it
     assert steps["height"] > 0
     assert steps["pwned"] == 0  # the output's markup is text
+
+
+def test_an_explored_runs_change_replays_diffs_and_applies_as_any_runs(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    provider.reply_bash(FIX)
+    provider.reply_calls(("submit", {}))
+    done = _explore(run_agent, "--seed", "calculator", "--json")
+    assert done.returncode == 0, done.stderr
+    run_id = done.json()["run_id"]
+    mine = tmp_path / "mine"
+    shutil.copytree(Path(__file__).parents[1] / "seed_projects" / "calculator", mine)
+
+    replayed = run_agent("replay", run_id)
+    diffed = run_agent("diff", run_id)
+    applied = run_agent("apply", run_id, "--to", str(mine))
+
+    assert replayed.returncode == 0, replayed.stderr
+    assert len(provider.requests) == 2  # replay asks no provider
+    assert "+    return left + right" in diffed.stdout
+    assert applied.returncode == 0, applied.stderr
+    assert "return left + right" in (mine / "calculator.py").read_text()
