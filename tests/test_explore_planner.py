@@ -525,3 +525,26 @@ def test_an_explored_runs_change_replays_diffs_and_applies_as_any_runs(
     assert "+    return left + right" in diffed.stdout
     assert applied.returncode == 0, applied.stderr
     assert "return left + right" in (mine / "calculator.py").read_text()
+
+
+def test_candidates_each_explore_in_a_session_of_their_own(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    # Whichever candidate asks first fixes its own session; any later turn submits.
+    provider.reply_bash(FIX)
+    provider.reply_bash(FIX)
+    provider.reply_calls(("submit", {}))
+    provider.default = provider.replies.pop()
+
+    done = _explore(
+        run_agent, "--seed", "calculator", "--candidates", "2", "--max-steps", "4", "--json"
+    )
+
+    assert done.returncode == 0, done.stderr
+    candidates = done.json()["candidates"]
+    assert len(candidates) == 2
+    verdicts = [a["verdict"] for c in candidates for a in c["attempts"]]
+    assert "passed" in verdicts
+    # Each candidate that reached the provider started its own conversation.
+    starts = [b for b in _bodies(provider) if len(b["messages"]) == 2]
+    assert 1 <= len(starts) <= 2
