@@ -66,10 +66,16 @@ class SessionStep:
     :ivar timeout_seconds: how long the command may run; the harness stops it then and
         still hands back the files (the job's own timeout leaves room for that).
     :ivar max_bytes: the most bytes of files it hands back; past that, none.
+    :ivar max_files: the most files it hands back; past that, none.
+    :ivar max_path_bytes: the most bytes their paths may come to, all together; past that,
+        none (each path is an argument of the next sandbox's command line, which the
+        kernel bounds).
     """
 
     timeout_seconds: float = attrs.field(validator=v.gt(0))
     max_bytes: int = attrs.field(validator=v.gt(0))
+    max_files: int = attrs.field(default=1000, validator=v.gt(0))
+    max_path_bytes: int = attrs.field(default=128 * 1024, validator=v.gt(0))
 
 
 @attrs.frozen

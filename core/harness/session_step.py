@@ -12,9 +12,10 @@ report, one signed line each, for the agent to carry into the next command:
   project folder's own file system that is not one of the seed's read-only files
   (a git seed's tree, bound read-only, is on another one and is never read);
 * ``{"kind": "files", "count": N, "skipped": [...]}`` at the end, or
-  ``{"kind": "too-large", "bytes": N, "files": N}`` when the files passed the step's
-  bound or :data:`MAX_FILES` (none are handed back then). Links and special files
-  are named in ``skipped``.
+  ``{"kind": "too-large", "bytes": N, "files": N, "path_bytes": N}`` when the files
+  passed one of the step's bounds: bytes, files, bytes of their paths (none are handed
+  back then). Links, special files, files and folders that cannot be read are named
+  in ``skipped``.
 
 The agent treats every line as the work of the command, which it is: hostile data,
 checked there. This module uses the standard library only, and runs on Python 3.8.
@@ -27,6 +28,7 @@ import contextlib
 import os
 import select
 import signal
+import stat
 import time
 
 TYPE_CHECKING = False
@@ -36,8 +38,15 @@ if TYPE_CHECKING:
 
 #: How often the harness looks at the command when it cannot wait on a pidfd (Python 3.8).
 POLL_SECONDS = 0.01
-#: The most files handed back: past that, none (as past the step's bytes).
-MAX_FILES = 10_000
+#: The most files handed back when the settings do not say: past that, none (as past the
+#: step's bytes).
+MAX_FILES = 1000
+#: The most bytes the paths of the files handed back may come to when the settings do not say.
+MAX_PATH_BYTES = 128 * 1024
+#: What the command starts with as the default action of these signals, which Python (and so
+#: the harness) ignores or handles: a ``yes | head`` ends with no error, a ``kill -INT 1``
+#: does not end the harness.
+RESET_SIGNALS = ("SIGINT", "SIGPIPE", "SIGXFSZ")
 
 
 def run_step(
@@ -45,9 +54,13 @@ def run_step(
 ) -> int:
     """Run ``argv``, end every process, report the files; the command's exit status."""
     timeout = float(collect["timeout"])
+    # As PID 1, the harness gets only the signals it handles; a command's SIGINT is ignored.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     pid = os.fork()
     if pid == 0:
         try:
+            for name in RESET_SIGNALS:
+                signal.signal(getattr(signal, name), signal.SIG_DFL)
             os.setsid()  # a group of its own, for a harness that is not PID 1 to end
             os.execvp(argv[0], argv)  # noqa: S606 - the session's command, in the sandbox
         except OSError as error:
@@ -58,7 +71,7 @@ def run_step(
     timed_out = status is None
     code = None if status is None else _exit_code(status)
     write("step", exit_code=code, timed_out=timed_out)
-    _hand_back(fixed, int(collect["max_bytes"]), write)
+    _hand_back(fixed, collect, write)
     return 0 if code is None else code
 
 
@@ -118,42 +131,65 @@ def _end_every_other_process(command: int) -> None:
             continue
 
 
-def _hand_back(fixed: set[str], max_bytes: int, write: Callable[..., None]) -> None:
+def _hand_back(fixed: set[str], collect: dict[str, Any], write: Callable[..., None]) -> None:
+    max_bytes = int(collect["max_bytes"])
+    max_files = int(collect.get("max_files", MAX_FILES))
+    max_path_bytes = int(collect.get("max_path_bytes", MAX_PATH_BYTES))
+    found, skipped = _project_files(fixed, max_files)
+    total = sum(size for _, size in found)
+    names = sum(len(os.fsencode(relative)) for relative, _ in found)
+    if total > max_bytes or len(found) > max_files or names > max_path_bytes:
+        write("too-large", bytes=total, files=len(found), path_bytes=names)
+        return
+    kept = 0
+    for relative, _ in found:
+        try:
+            with open(relative, "rb") as stream:
+                data = stream.read(max_bytes + 1)
+        except OSError:  # made unreadable (mode 000): named, not kept
+            skipped.append(relative)
+            continue
+        kept += 1
+        write("file", path=relative, data=base64.b64encode(data).decode("ascii"))
+    write("files", count=kept, skipped=skipped[:100])
+
+
+def _project_files(fixed: set[str], most: int) -> tuple[list[tuple[str, int]], list[str]]:
+    """Each regular file of the project folder's own file system (its path and size) that
+    is not one of ``fixed``, and what is not kept: other kinds of file, and folders that
+    cannot be read. Once past ``most`` files, it stops (at the end of a folder).
+
+    Folder by folder from a list of its own, not ``os.walk``: a command may leave folders
+    nested deeper than Python's recursion (``os.walk`` recurses before Python 3.12).
+    """
     device = os.stat(".").st_dev
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, int]] = []
     skipped: list[str] = []
-    total = 0
-    for folder, folders, names in os.walk(".", followlinks=False):
-        kept = []
-        for name in sorted(folders):
-            path = os.path.join(folder, name)
-            if os.lstat(path).st_dev == device:
-                kept.append(name)
-        folders[:] = kept
-        for name in sorted(names):
-            path = os.path.join(folder, name)
-            relative = os.path.relpath(path, ".")
+    pending = [""]
+    while pending and len(found) <= most:
+        folder = pending.pop()
+        try:
+            names = sorted(os.listdir(folder or "."))
+        except OSError:
+            skipped.append(folder or ".")
+            continue
+        inner = []
+        for name in names:
+            relative = folder + "/" + name if folder else name
             if relative in fixed:
                 continue
-            status = os.lstat(path)
-            if status.st_dev != device:
-                continue
-            if not _regular(status.st_mode):
+            try:
+                status = os.lstat(relative)
+            except OSError:  # a path longer than the system takes
                 skipped.append(relative)
                 continue
-            total += status.st_size
-            if total > max_bytes or len(found) >= MAX_FILES:
-                write("too-large", bytes=total, files=len(found) + 1)
-                return
-            found.append((relative, path))
-    for relative, path in found:
-        with open(path, "rb") as stream:
-            data = stream.read(max_bytes + 1)
-        write("file", path=relative, data=base64.b64encode(data).decode("ascii"))
-    write("files", count=len(found), skipped=skipped[:100])
-
-
-def _regular(mode: int) -> bool:
-    import stat
-
-    return stat.S_ISREG(mode)
+            if status.st_dev != device:
+                continue
+            if stat.S_ISDIR(status.st_mode):
+                inner.append(relative)
+            elif stat.S_ISREG(status.st_mode):
+                found.append((relative, status.st_size))
+            else:
+                skipped.append(relative)
+        pending.extend(reversed(inner))
+    return found, skipped

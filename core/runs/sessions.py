@@ -46,6 +46,12 @@ DEFAULT_COMMAND_SECONDS = 60.0
 #: What a session's files may come to, in all: what the harness hands back after each
 #: command travels in its report, whose bound is the runner's.
 MAX_SESSION_BYTES = MAX_REPORT_BYTES // 2
+#: The most files a session carries, and the most bytes their paths may come to: each file
+#: is a few arguments of the next sandbox's command line, which the kernel bounds (a
+#: quarter of the stack's limit, 512 KiB under the local sandbox's), and ``bwrap`` too
+#: (9,000 arguments, five a file).
+MAX_SESSION_FILES = 1000
+MAX_SESSION_PATH_BYTES = 128 * 1024
 #: Seconds the runner's timeout leaves, after the command's, for ending its processes and
 #: handing back the files.
 HAND_BACK_SECONDS = 10.0
@@ -97,7 +103,12 @@ class Session:
                 key=key, framework=None, editable=tuple(writable), tests=self.tests
             ),
             tree=self.seed.source,
-            session=SessionStep(timeout_seconds=limit, max_bytes=MAX_SESSION_BYTES),
+            session=SessionStep(
+                timeout_seconds=limit,
+                max_bytes=MAX_SESSION_BYTES,
+                max_files=MAX_SESSION_FILES,
+                max_path_bytes=MAX_SESSION_PATH_BYTES,
+            ),
         )
         started = time.monotonic()
         outcome = self.runner.run_test(job)
@@ -163,19 +174,39 @@ def read_hand_back(report: str | None, key: str, runner: str) -> HandBack:
         elif kind == "files" and step is not None and not ended:
             skipped = line.get("skipped")
             if isinstance(skipped, list):
-                not_kept = tuple(str(name)[:200] for name in skipped[:100])
+                not_kept = tuple(_text(str(name)[:200]) for name in skipped[:100])
             ended = True
         elif kind == "too-large":
-            raise SessionError(
-                f"the session's files came to more than {MAX_SESSION_BYTES} bytes "
-                "(or too many files) after the command; remove what it made"
-            )
+            raise _too_large()
+    if len(files) > MAX_SESSION_FILES or (
+        sum(len(os.fsencode(path)) for path in files) > MAX_SESSION_PATH_BYTES
+    ):
+        raise _too_large()  # a harness that does not bound them: the next sandbox could not start
     if step is None or not ended:
         raise SessionError(
             f"runner {runner!r} handed back no files after the command (it offers no "
             "sessions, or the sandbox ended before the harness did)"
         )
     return HandBack(step[0], step[1], files, not_kept)
+
+
+def _too_large() -> SessionError:
+    return SessionError(
+        f"the session's files came to more than {MAX_SESSION_BYTES} bytes, "
+        f"{MAX_SESSION_FILES} files or {MAX_SESSION_PATH_BYTES} bytes of paths after the "
+        "command; remove what it made"
+    )
+
+
+def _text(name: str) -> str:
+    """A file's name as text to show: a name that is not UTF-8 comes from the harness with
+    its bytes as lone surrogates, which no UTF-8 message (the model's conversation, a
+    record) may hold; each byte that is not UTF-8 becomes U+FFFD."""
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # surrogates the harness does not write
+        raw = name.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "replace")
 
 
 def _int_or_none(value: object) -> int | None:

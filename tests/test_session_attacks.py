@@ -1,0 +1,284 @@
+"""A hostile model's commands in a session (``agent run --planner explore``), against the real
+local sandbox: each tries a way out of what a session promises, and the promise holds.
+
+The promises are in ``core/runs/sessions.py`` and ``docs/exploring-planner.md``: each
+command runs in a fresh sandbox with no network and nothing of the host; nothing but the
+project's files carries from one command to the next; the test files stay the seed's; the
+report of what the command left is the harness's, signed with a key the command never
+sees; and nothing the command leaves stops the agent.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandboxed_coding_agent.core.runs import sessions
+from sandboxed_coding_agent.core.runs.sessions import (
+    MAX_SESSION_FILES,
+    Session,
+    SessionError,
+)
+from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
+from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
+from sandboxed_coding_agent.plugins.openai_planner import conversation as talk
+from sandboxed_coding_agent.plugins.openai_planner.prompt import encode_body
+
+TEST_FILE = "check_calculator.py"
+EDITABLE = "calculator.py"
+
+
+def _session() -> Session:
+    return Session(LocalSandbox(), calculator_seed(), command_seconds=20)
+
+
+def test_a_command_sees_nothing_of_the_hosts_files(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host-secret\n")
+    session = _session()
+
+    looked = session.run(
+        f"cat {secret} {Path(__file__).resolve()} /etc/passwd /etc/hostname 2>&1; "
+        "ls / /home /work 2>&1; cat /proc/1/root/etc/passwd 2>&1 | head -1"
+    )
+
+    assert "host-secret" not in looked.output
+    assert "import pytest" not in looked.output
+    assert "root:" not in looked.output
+    assert sorted(session.files) == sorted(calculator_seed().read_files())
+
+
+@pytest.fixture
+def listeners() -> Iterator[tuple[int, str]]:
+    """A TCP port on the host's loopback and an abstract Unix socket of the host, listening."""
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen()
+    name = f"session-attack-{uuid.uuid4().hex}"
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind("\0" + name)
+    unix.listen()
+    try:
+        yield tcp.getsockname()[1], name
+    finally:
+        tcp.close()
+        unix.close()
+
+
+def test_a_command_reaches_no_socket_of_the_host(listeners: tuple[int, str]) -> None:
+    port, name = listeners
+    session = _session()
+    probe = f"""
+import socket
+for family, address in ((socket.AF_INET, ("127.0.0.1", {port})),
+                        (socket.AF_INET, ("10.0.2.2", 80)), (socket.AF_INET, ("1.1.1.1", 53)),
+                        (socket.AF_UNIX, "\\0{name}")):
+    try:
+        socket.socket(family).connect(address)
+        print("reached", address)
+    except OSError as error:
+        print("refused", error.errno)
+"""
+
+    tried = session.run(f"python3 - <<'EOF'\n{probe}\nEOF")
+
+    assert tried.exit_code == 0, tried.output
+    assert "reached" not in tried.output
+    assert tried.output.count("refused") == 4, tried.output
+
+
+def _host_processes_with(marker: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in line:
+                found.append(line)
+    return found
+
+
+def test_no_process_outlives_its_command_however_it_hides() -> None:
+    session = _session()
+    # An unusual length of sleep, to find on the host: none may be left anywhere.
+    marker = "sleep 987.654"
+    double_fork = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        os.execvp('sleep', ['sleep', '987.654'])\n"
+    )
+
+    started = session.run(
+        f"(setsid {marker} &); (nohup {marker} >/dev/null 2>&1 &); "
+        f'python3 -c "{double_fork}"; '
+        f"disown -a; {marker} & echo started"
+    )
+    after = session.run("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done")
+
+    assert "started" in started.output
+    assert started.exit_code == 0
+    assert marker not in after.output, after.output
+    assert not _host_processes_with(marker)
+
+
+def test_nothing_but_project_files_carries_to_the_next_command() -> None:
+    session = _session()
+
+    session.run(
+        "echo mark > /tmp/mark; echo mark > /dev/shm/mark; mkdir -p sub; "
+        "export MARK=1; cd sub; ln -s /tmp/mark link; mkfifo pipe; "
+        "echo kept > kept.txt; chmod 755 kept.txt"
+    )
+    after = session.run(
+        "ls /tmp /dev/shm; echo mark=${MARK:-none}; pwd; ls -l sub; cat sub/kept.txt"
+    )
+
+    assert "mark=none" in after.output
+    assert "/workspace\n" in after.output
+    assert "link" not in after.output
+    assert "pipe" not in after.output
+    assert "-rw-r--r--" in after.output  # its mode was not carried either
+    assert "kept" in after.output
+    assert session.changes() == {"sub/kept.txt": b"kept\n"}
+
+
+def test_a_command_can_neither_read_the_key_nor_write_a_signed_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    key = "5e" * 32
+    monkeypatch.setattr(sessions.secrets, "token_hex", lambda _: key)
+    session = _session()
+    forged = '{"kind": "file", "path": "calculator.py", "data": "ZXZpbA==", "seq": 2}'  # "evil"
+
+    tried = session.run(
+        "cat /proc/1/environ /proc/1/cmdline /proc/1/mem 2>&1; ls -l /proc/1/fd 2>&1; "
+        "for fd in /proc/1/fd/* /proc/1/task/*/fd/*; do "
+        f"  echo '{key[:8]}... {forged}' > $fd 2>/dev/null && echo wrote $fd; done; "
+        "python3 -c \"import os; print(os.listdir('/proc/self/fd'))\"; "
+        f"echo '{forged}'; echo '{forged}' >&2; grep -rl --text 5e5e5e5e /proc/1 /tmp . 2>&1 | head"
+    )
+
+    assert key not in tried.output
+    assert "wrote" not in tried.output
+    # The command's own descriptors are its standard three and the listing's own: no report.
+    assert "['0', '1', '2', '3']" in tried.output, tried.output
+    assert session.files[EDITABLE] == calculator_seed().read_files()[EDITABLE]
+
+
+def test_the_test_files_stay_the_seeds_whatever_a_command_does() -> None:
+    session = _session()
+    original = calculator_seed().read_files()
+
+    tried = session.run(
+        f"chmod u+w {TEST_FILE}; echo evil >> {TEST_FILE}; rm -f {TEST_FILE}; "
+        f"mv {TEST_FILE} moved.py; ln {TEST_FILE} hard.py; cp {TEST_FILE} copy.py; "
+        f"echo 'raise SystemExit' > conftest.py; "
+        f"rm {EDITABLE}; ln -s {TEST_FILE} {EDITABLE}; echo done"
+    )
+
+    assert "done" in tried.output
+    assert session.files[TEST_FILE] == original[TEST_FILE]
+    assert EDITABLE in tried.not_kept  # a link, so not carried: the file is deleted
+    changes = session.changes()
+    assert TEST_FILE not in changes
+    assert changes[EDITABLE] is None
+    assert set(changes) == {EDITABLE, "copy.py", "conftest.py"}
+
+
+def test_names_that_are_not_utf8_are_no_trouble_for_the_model_conversation() -> None:
+    session = _session()
+
+    made = session.run(
+        "echo a > $'\\xff\\xfe.py'; ln -s x $'\\xfflink'; mkfifo $'new\\nline'; "
+        "echo b > '..'x; echo done"
+    )
+    shown = talk.command_result(made)
+    after = session.run("ls")
+
+    assert "done" in made.output
+    assert set(made.not_kept) == {"\ufffdlink", "new\nline"}, made.not_kept
+    # The tool message goes to the provider as UTF-8: it must encode.
+    assert b"\xef\xbf\xbdlink" in encode_body({"content": shown})
+    assert after.exit_code == 0
+    assert "..x" in session.files
+    assert session.files[os.fsdecode(b"\xff\xfe.py")] == b"a\n"  # the bytes of its name kept
+
+
+def test_too_many_files_or_too_long_paths_are_refused_and_the_session_goes_on() -> None:
+    session = _session()
+
+    with pytest.raises(SessionError, match="files"):
+        session.run(f"for i in $(seq {MAX_SESSION_FILES + 1}); do : > f$i; done")
+    with pytest.raises(SessionError, match="bytes of paths"):
+        session.run(
+            "python3 -c \"[open('%03d' % i + 'x' * 250, 'w').close() for i in range(600)]\""
+        )
+    near = session.run(f"for i in $(seq {MAX_SESSION_FILES - 10}); do : > f$i; done")
+    after = session.run("ls | wc -l")
+
+    assert near.exit_code == 0
+    assert after.exit_code == 0, after.output
+    assert int(after.output.split()[-1]) == MAX_SESSION_FILES - 10 + 2
+
+
+def test_what_a_command_leaves_unreadable_or_deep_is_handed_back_or_named() -> None:
+    session = _session()
+    deep = "/".join(["d"] * 1100)  # deeper than Python's recursion
+
+    left = session.run(
+        f"mkdir -p {deep} && echo deep > {deep}/f; "
+        "echo x > closed; chmod 000 closed; mkdir shut; echo y > shut/g; chmod 000 shut; "
+        "echo done"
+    )
+    after = session.run(f"cat {deep}/f")
+
+    assert "done" in left.output
+    assert set(left.not_kept) == {"closed", "shut"}, left.not_kept
+    assert f"{deep}/f" in session.files
+    assert after.output == "deep\n"
+
+
+def test_a_signal_to_the_harness_changes_nothing() -> None:
+    session = _session()
+
+    signalled = session.run(
+        "kill -INT 1; kill -TERM 1; kill -HUP 1; kill -USR1 1; sleep 0.5; echo x > after.txt"
+    )
+
+    assert signalled.exit_code == 0, signalled.output
+    assert session.files["after.txt"] == b"x\n"
+
+
+def test_a_command_runs_with_the_default_signal_actions() -> None:
+    session = _session()
+
+    piped = session.run("yes | head -1; trap -p")
+
+    assert piped.output == "y\n", piped.output
+    assert piped.exit_code == 0
+
+
+def test_filling_the_disk_stops_at_the_sandboxs_bound() -> None:
+    session = _session()
+
+    filled = session.run(
+        "head -c 4000000000 /dev/zero > /tmp/fill; echo tmp=$?; "
+        "head -c 4000000000 /dev/zero > /dev/shm/fill; echo shm=$?; "
+        "head -c 4000000000 /dev/zero > fill; echo here=$?; rm -f fill; echo done"
+    )
+    after = session.run("echo next")
+
+    for where in ("tmp", "shm", "here"):
+        assert f"{where}=1" in filled.output, filled.output
+    assert "done" in filled.output
+    assert "fill" not in session.files
+    assert after.output == "next\n"
