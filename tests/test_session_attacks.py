@@ -269,16 +269,29 @@ def test_a_command_runs_with_the_default_signal_actions() -> None:
 
 def test_filling_the_disk_stops_at_the_sandboxs_bound() -> None:
     session = _session()
+    # Each file under the bound on one file's size; together past each folder's bound.
+    chunk = session.seed.limits.max_file_mb * 1024 * 1024 - 1
+    count = session.seed.limits.disk_mb // session.seed.limits.max_file_mb + 1
 
     filled = session.run(
-        "head -c 4000000000 /dev/zero > /tmp/fill; echo tmp=$?; "
-        "head -c 4000000000 /dev/zero > /dev/shm/fill; echo shm=$?; "
-        "head -c 4000000000 /dev/zero > fill; echo here=$?; rm -f fill; echo done"
+        "for where in /tmp /dev/shm .; do for i in $(seq "
+        f"{count}); do head -c {chunk} /dev/zero > $where/fill$i || echo full $where; "
+        "done; done; rm -f fill*; echo done"
     )
     after = session.run("echo next")
 
-    for where in ("tmp", "shm", "here"):
-        assert f"{where}=1" in filled.output, filled.output
+    for where in ("/tmp", "/dev/shm", "."):
+        assert f"full {where}\n" in filled.output, filled.output
+    assert "No space left on device" in filled.output
     assert "done" in filled.output
-    assert "fill" not in session.files
+    assert not any(path.startswith("fill") for path in session.files)
     assert after.output == "next\n"
+
+
+def test_a_sandbox_of_more_files_than_select_takes_starts() -> None:
+    # One descriptor per file while the sandbox starts: past 1024 of them, select() fails.
+    session = _session()
+    session.files.update({f"f{number}": b"" for number in range(1100)})
+
+    with pytest.raises(SessionError, match="1000 files"):
+        session.run("ls | wc -l")
