@@ -10,8 +10,13 @@ sees; and nothing the command leaves stops the agent.
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,8 +97,8 @@ for family, address in ((socket.AF_INET, ("127.0.0.1", {port})),
     assert tried.output.count("refused") == 4, tried.output
 
 
-def _host_processes_with(marker: str) -> list[str]:
-    found = []
+def _host_processes_with(marker: str) -> dict[int, str]:
+    found = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
@@ -101,7 +106,7 @@ def _host_processes_with(marker: str) -> list[str]:
             except OSError:
                 continue
             if marker in line:
-                found.append(line)
+                found[int(entry.name)] = line
     return found
 
 
@@ -295,3 +300,54 @@ def test_a_sandbox_of_more_files_than_select_takes_starts() -> None:
 
     with pytest.raises(SessionError, match="1000 files"):
         session.run("ls | wc -l")
+
+
+#: One command run by the harness's session step as an ordinary process, as a runner whose
+#: container has an init of its own runs it (not as PID 1): what it hands back, by kind.
+HARNESS_NOT_PID_1 = """
+import json, sys
+from sandboxed_coding_agent.core.harness import session_step
+kinds = []
+session_step.run_step(["bash", "-c", sys.argv[1]], {"timeout": 20, "max_bytes": 100000},
+                      set(), lambda kind, **fields: kinds.append([kind, fields.get("path")]))
+print(json.dumps(kinds))
+"""
+
+
+def test_a_harness_that_is_not_pid_1_ends_what_left_its_group(tmp_path: Path) -> None:
+    marker = f"sleep {uuid.uuid4().int % 1000}.{os.getpid()}"
+    escape = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(0.5)\n"
+        "        open('late.txt', 'w').write('late')\n"
+        f"        os.execvp('sleep', {marker.split()!r})\n"
+    )
+    quiet = ">/dev/null 2>&1"  # none holds the output open: the harness's end is seen at once
+    command = (
+        f"(setsid {marker} {quiet} &); (setsid -f {marker} {quiet}); "
+        f'python3 -c "{escape}" {quiet}; echo x > a.txt'
+    )
+    try:
+        ran = subprocess.run(
+            [sys.executable, "-c", HARNESS_NOT_PID_1, command],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        time.sleep(1)  # time for what the command left to write, had it been left
+
+        assert json.loads(ran.stdout.splitlines()[-1]) == [
+            ["step", None],
+            ["file", "a.txt"],
+            ["files", None],
+        ]
+        assert not (tmp_path / "late.txt").exists()
+        assert not _host_processes_with(marker)
+    finally:
+        for pid in _host_processes_with(marker):
+            os.kill(pid, signal.SIGKILL)

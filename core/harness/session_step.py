@@ -2,10 +2,11 @@
 
 The command runs as ``bash -c COMMAND`` (the runner's job says so) in the project
 folder. When it ends, or when its time is up, every other process of the sandbox
-(for a harness that is not the sandbox's PID 1, of the command's process group)
-is killed and reaped, so nothing the command left running can change a file
-while they are read; then the project folder's files are handed back in the
-report, one signed line each, for the agent to carry into the next command:
+(for a harness that is not the sandbox's PID 1, every process the command started,
+whatever its group or session) is killed and reaped, so nothing the command left
+running can change a file while they are read; then the project folder's files are
+handed back in the report, one signed line each, for the agent to carry into the next
+command:
 
 * ``{"kind": "step", "exit_code": N or null, "timed_out": bool}``;
 * ``{"kind": "file", "path": P, "data": BASE64}`` for every regular file on the
@@ -56,6 +57,8 @@ def run_step(
     timeout = float(collect["timeout"])
     # As PID 1, the harness gets only the signals it handles; a command's SIGINT is ignored.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if os.getpid() != 1:
+        _adopt_orphans()
     pid = os.fork()
     if pid == 0:
         try:
@@ -114,21 +117,70 @@ def _end_every_other_process(command: int) -> None:
     """As PID 1, kill every other process of the sandbox, and reap them all.
 
     A harness that is not PID 1 (a runner whose container has an init of its own) kills
-    the command's process group instead: ``kill(-1)`` there would reach every process its
-    user may signal, the runner's own among them.
+    the command's process group, then every process descended from it, whatever its group
+    or session (``setsid``), until none is left: ``kill(-1)`` there would reach every
+    process its user may signal, the runner's own among them. As the subreaper
+    (:func:`_adopt_orphans`), it is the parent of whatever a command's process left when it
+    ended, so nothing it started can leave its tree.
     """
     with contextlib.suppress(OSError):
         if os.getpid() == 1:
             os.kill(-1, signal.SIGKILL)
         else:
             os.killpg(command, signal.SIGKILL)
+    if os.getpid() == 1:
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                return
+            except InterruptedError:
+                continue
     while True:
+        for pid in _descendants(os.getpid()):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         try:
-            os.waitpid(-1, 0)
+            while os.waitpid(-1, os.WNOHANG)[0] != 0:
+                pass
         except ChildProcessError:
             return
-        except InterruptedError:
-            continue
+        time.sleep(POLL_SECONDS)
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _adopt_orphans() -> None:
+    """For a harness that is not PID 1: be the parent of every process the command leaves
+    when its own parent ends (a child subreaper), as PID 1 is; without ``prctl``, only
+    the command's process group is ended."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _descendants(root: int) -> list[int]:
+    """The processes descended from ``root``, as ``/proc`` lists them now."""
+    children: dict[int, list[int]] = {}
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open("/proc/" + name + "/stat", "rb") as stream:
+                    fields = stream.read().rpartition(b")")[2].split()
+                children.setdefault(int(fields[1]), []).append(int(name))
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+    found: list[int] = []
+    pending = [root]
+    while pending:
+        for child in children.get(pending.pop(), ()):
+            found.append(child)
+            pending.append(child)
+    return found
 
 
 def _hand_back(fixed: set[str], collect: dict[str, Any], write: Callable[..., None]) -> None:
