@@ -164,6 +164,9 @@ class SandboxJob:
         the runner puts it in the project folder read-only and ``files`` on top of it
         (``files`` then holds only the seed's own files and the editable ones).
         ``None``: ``files`` is the whole project.
+    :ivar tree_hidden: paths of ``tree`` the runner leaves out of the project folder: a
+        session's hidden tests, which its commands may not read (the test of a plan has
+        them all).
     :ivar output_probes: how to run each of the seed's output tests (see
         :mod:`~.output_tests`): never what they must give, nor which are hidden.
     :ivar session: set when the job is one command of a session: the runner's harness
@@ -178,6 +181,7 @@ class SandboxJob:
     runtime: SeedRuntime | None = None
     harness: TestHarness | None = None
     tree: SourceTree | None = None
+    tree_hidden: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
     output_probes: tuple[OutputProbe, ...] = ()
     session: SessionStep | None = None
 

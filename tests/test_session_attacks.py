@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_git_seeds import make_repository, seed_folder
 
 from sandboxed_coding_agent.core.runs import sessions
 from sandboxed_coding_agent.core.runs.sessions import (
@@ -29,6 +30,8 @@ from sandboxed_coding_agent.core.runs.sessions import (
     Session,
     SessionError,
 )
+from sandboxed_coding_agent.core.seeds import git_source
+from sandboxed_coding_agent.core.seeds.manifest import load_seed
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
 from sandboxed_coding_agent.plugins.openai_planner import conversation as talk
@@ -351,3 +354,29 @@ def test_a_harness_that_is_not_pid_1_ends_what_left_its_group(tmp_path: Path) ->
     finally:
         for pid in _host_processes_with(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_git_seeds_hidden_test_in_its_tree_is_not_in_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    secret = "tests/test_secret.py"
+    commit = make_repository(tmp_path / "repo", extra={secret: "EXPECTED = 'held-out'\n"})
+    folder = seed_folder(tmp_path / "seed", str(tmp_path / "repo"), commit)
+    manifest = folder / "seed.toml"
+    manifest.write_text(
+        manifest.read_text().replace("\ntests = ", f"\nhidden_tests = [{secret!r}]\ntests = ")
+    )
+    seed = load_seed(folder)
+    assert seed.source is not None
+    assert seed.hidden_files == (secret,)
+    git_source.materialize(seed.source)
+    session = Session(LocalSandbox(), seed, command_seconds=20)
+
+    looked = session.run(f"ls tests; cat {secret}; grep -r held-out . /proc/self/mountinfo")
+    proved = session.run("python -m unittest discover -s tests -t . 2>&1 | tail -1")
+
+    assert "held-out" not in looked.output
+    assert "test_secret" not in looked.output.replace(f"cat: {secret}", "")
+    assert "test_calc.py" in looked.output
+    assert "FAILED" in proved.output  # the visible test runs, on the broken code

@@ -103,6 +103,7 @@ class Session:
                 key=key, framework=None, editable=tuple(writable), tests=self.tests
             ),
             tree=self.seed.source,
+            tree_hidden=self.seed.hidden_files,
             session=SessionStep(
                 timeout_seconds=limit,
                 max_bytes=MAX_SESSION_BYTES,
