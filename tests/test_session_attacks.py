@@ -18,10 +18,11 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from conftest import AgentRun, FakeProvider
 from test_git_seeds import make_repository, seed_folder
 
 from sandboxed_coding_agent.core.runs import sessions
@@ -380,3 +381,23 @@ def test_a_git_seeds_hidden_test_in_its_tree_is_not_in_the_session(
     assert "test_secret" not in looked.output.replace(f"cat: {secret}", "")
     assert "test_calc.py" in looked.output
     assert "FAILED" in proved.output  # the visible test runs, on the broken code
+
+
+def test_a_hostile_models_leavings_end_neither_the_agent_nor_the_run(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    # Names that are not UTF-8 among what is not kept; more files than a session carries.
+    provider.reply_bash("ln -s x $'\\xff'; mkfifo $'\\xfe'; echo made")
+    provider.reply_bash(f"for i in $(seq {MAX_SESSION_FILES + 1}); do : > f$i; done")
+    provider.reply_bash("ls | wc -l; sed -i 's/left - right/left + right/' calculator.py")
+    provider.reply_calls(("submit", {}))
+
+    done = run_agent("run", "--planner", "explore", "--seed", "calculator", "--json", timeout=300)
+
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.json()["tests_passed"] is True
+    told = [m["content"] for m in provider.requests[-1].json()["messages"] if m["role"] == "tool"]
+    assert "not carried to the next command: \ufffd, \ufffd" in told[0], told[0]
+    assert "the files are as before the command" in told[1]
+    assert told[2].endswith("\n2\n"), told[2]  # the seed's two files, no more

@@ -62,6 +62,11 @@ class SessionError(SandboxError):
     be carried (too many, or not handed back)."""
 
 
+class SessionFilesRefused(SessionError):
+    """The files a command left passed one of a session's bounds: none of them is kept,
+    and the session's files are as they were before the command."""
+
+
 class Session:
     """Shell commands run one at a time on ``seed``, each in a fresh sandbox of ``runner``.
 
@@ -87,7 +92,9 @@ class Session:
         """Run ``command`` with ``bash -c`` in a fresh sandbox holding the session's files,
         and carry the files it leaves into the next command.
 
-        :raises SessionError: the runner hands back no files, or too many.
+        :raises SessionFilesRefused: the command left too many files (the session's are
+            as before it).
+        :raises SessionError: the runner hands back no files.
         :raises SandboxError: the sandbox could not be made.
         """
         limit = min(seconds or self.command_seconds, self.command_seconds)
@@ -191,8 +198,8 @@ def read_hand_back(report: str | None, key: str, runner: str) -> HandBack:
     return HandBack(step[0], step[1], files, not_kept)
 
 
-def _too_large() -> SessionError:
-    return SessionError(
+def _too_large() -> SessionFilesRefused:
+    return SessionFilesRefused(
         f"the session's files came to more than {MAX_SESSION_BYTES} bytes, "
         f"{MAX_SESSION_FILES} files or {MAX_SESSION_PATH_BYTES} bytes of paths after the "
         "command; remove what it made"
