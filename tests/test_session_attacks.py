@@ -30,6 +30,7 @@ from sandboxed_coding_agent.core.runs.sessions import (
     MAX_SESSION_FILES,
     Session,
     SessionError,
+    SessionFilesRefused,
 )
 from sandboxed_coding_agent.core.seeds import git_source
 from sandboxed_coding_agent.core.seeds.manifest import load_seed
@@ -267,6 +268,16 @@ def test_a_signal_to_the_harness_changes_nothing() -> None:
     assert session.files["after.txt"] == b"x\n"
 
 
+def test_a_flood_of_output_costs_the_command_its_changes_not_the_session() -> None:
+    session = _session()
+
+    with pytest.raises(SessionFilesRefused, match="output limit"):
+        session.run("echo made > made.txt; yes")
+    after = session.run("ls")
+
+    assert after.output.split() == sorted(calculator_seed().read_files())
+
+
 def test_a_command_runs_with_the_default_signal_actions() -> None:
     session = _session()
 
@@ -389,6 +400,7 @@ def test_a_hostile_models_leavings_end_neither_the_agent_nor_the_run(
     # Names that are not UTF-8 among what is not kept; more files than a session carries.
     provider.reply_bash("ln -s x $'\\xff'; mkfifo $'\\xfe'; echo made")
     provider.reply_bash(f"for i in $(seq {MAX_SESSION_FILES + 1}); do : > f$i; done")
+    provider.reply_bash("yes")
     provider.reply_bash("ls | wc -l; sed -i 's/left - right/left + right/' calculator.py")
     provider.reply_calls(("submit", {}))
 
@@ -400,4 +412,5 @@ def test_a_hostile_models_leavings_end_neither_the_agent_nor_the_run(
     told = [m["content"] for m in provider.requests[-1].json()["messages"] if m["role"] == "tool"]
     assert "not carried to the next command: \ufffd, \ufffd" in told[0], told[0]
     assert "the files are as before the command" in told[1]
-    assert told[2].endswith("\n2\n"), told[2]  # the seed's two files, no more
+    assert "output limit" in told[2]
+    assert told[3].endswith("\n2\n"), told[3]  # the seed's two files, no more

@@ -63,8 +63,9 @@ class SessionError(SandboxError):
 
 
 class SessionFilesRefused(SessionError):
-    """The files a command left passed one of a session's bounds: none of them is kept,
-    and the session's files are as they were before the command."""
+    """The files a command left are not kept, and the session's are as they were before
+    it: they passed one of a session's bounds, or the command passed a limit of the seed
+    (its output, say) and its sandbox was stopped before they were handed back."""
 
 
 class Session:
@@ -92,8 +93,8 @@ class Session:
         """Run ``command`` with ``bash -c`` in a fresh sandbox holding the session's files,
         and carry the files it leaves into the next command.
 
-        :raises SessionFilesRefused: the command left too many files (the session's are
-            as before it).
+        :raises SessionFilesRefused: the command left too many files, or passed a limit of
+            the seed (the session's files are as before it).
         :raises SessionError: the runner hands back no files.
         :raises SandboxError: the sandbox could not be made.
         """
@@ -120,7 +121,18 @@ class Session:
         )
         started = time.monotonic()
         outcome = self.runner.run_test(job)
-        handed = read_hand_back(outcome.report, key, self.runner.name)
+        try:
+            handed = read_hand_back(outcome.report, key, self.runner.name)
+        except SessionFilesRefused:
+            raise
+        except SessionError:
+            if outcome.limit_hit is None:
+                raise
+            # The command's doing (a flood of output, say): the session goes on without it.
+            raise SessionFilesRefused(
+                f"the command passed the seed's {outcome.limit_hit} limit, and its sandbox "
+                "was stopped before the files were handed back: none of its changes is kept"
+            ) from None
         exit_code, timed_out, files = handed.exit_code, handed.timed_out, handed.files
         self.files = {**{p: d for p, d in self.files.items() if p in self.tests}, **files}
         return CommandResult(
