@@ -401,6 +401,7 @@ def test_a_hostile_models_leavings_end_neither_the_agent_nor_the_run(
     provider.reply_bash("ln -s x $'\\xff'; mkfifo $'\\xfe'; echo made")
     provider.reply_bash(f"for i in $(seq {MAX_SESSION_FILES + 1}); do : > f$i; done")
     provider.reply_bash("yes")
+    provider.reply_bash("echo a\0b")
     provider.reply_bash("ls | wc -l; sed -i 's/left - right/left + right/' calculator.py")
     provider.reply_calls(("submit", {}))
 
@@ -413,4 +414,5 @@ def test_a_hostile_models_leavings_end_neither_the_agent_nor_the_run(
     assert "not carried to the next command: \ufffd, \ufffd" in told[0], told[0]
     assert "the files are as before the command" in told[1]
     assert "output limit" in told[2]
-    assert told[3].endswith("\n2\n"), told[3]  # the seed's two files, no more
+    assert "NUL" in told[3]
+    assert told[4].endswith("\n2\n"), told[4]  # the seed's two files, no more

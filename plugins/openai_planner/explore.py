@@ -195,10 +195,11 @@ class ExploringPlanner:
                     talked.messages.append(_tool(call_id, "not run: the submission ended the turn"))
                     continue
                 given = talk.arguments(raw)
-                if name == "bash" and given is not None and isinstance(given.get("command"), str):
+                command = given.get("command") if given is not None else None
+                if name == "bash" and isinstance(command, str) and "\0" not in command:
                     result: CommandResult | None = None
                     try:
-                        ran = session.run(given["command"])
+                        ran = session.run(command)
                     except SessionFilesRefused as refused:
                         # Its own doing (a virtual environment in the project, say): the
                         # model is told, and may go on from the files as they were.
@@ -216,7 +217,7 @@ class ExploringPlanner:
                         said,
                         shown,
                         turn,
-                        command=call.redact(given["command"]),
+                        command=call.redact(command),
                         exit_code=None if result is None else result.exit_code,
                         timed_out=result is not None and result.timed_out,
                         seconds=None if result is None else result.seconds,
@@ -402,4 +403,6 @@ def _format_problem(name: str, raw: object, given: dict[str, Any] | None) -> str
             f"The arguments of `{name}` are not a JSON object: "
             f"{str(raw)[:200]!r}. Call it again with valid JSON."
         )
+    if isinstance(given.get("command"), str):
+        return "The command holds a NUL character, which no command line can: it was not run."
     return 'Call `bash` with {"command": "..."}, a string.'
