@@ -402,6 +402,7 @@ def test_a_hostile_models_leavings_end_neither_the_agent_nor_the_run(
     provider.reply_bash(f"for i in $(seq {MAX_SESSION_FILES + 1}); do : > f$i; done")
     provider.reply_bash("yes")
     provider.reply_bash("echo a\0b")
+    provider.reply_bash("echo lone-\ud800-surrogate")
     provider.reply_bash("ls | wc -l; sed -i 's/left - right/left + right/' calculator.py")
     provider.reply_calls(("submit", {}))
 
@@ -415,4 +416,6 @@ def test_a_hostile_models_leavings_end_neither_the_agent_nor_the_run(
     assert "the files are as before the command" in told[1]
     assert "output limit" in told[2]
     assert "NUL" in told[3]
-    assert told[4].endswith("\n2\n"), told[4]  # the seed's two files, no more
+    assert "harness: cannot run the command: UnicodeEncodeError" in told[4], told[4]
+    assert "Traceback" not in told[4]
+    assert told[5].endswith("\n2\n"), told[5]  # the seed's two files, no more

@@ -68,6 +68,10 @@ def run_step(
             os.execvp(argv[0], argv)  # noqa: S606 - the session's command, in the sandbox
         except OSError as error:
             os.write(2, f"harness: cannot run {argv[0]}: {error.strerror}\n".encode())
+        except BaseException as error:
+            # A command no system call takes (a lone surrogate is no byte): said, and ended
+            # without returning into the harness's code, whose report it would share.
+            os.write(2, f"harness: cannot run the command: {type(error).__name__}\n".encode())
         os._exit(127)
     status = _wait(pid, timeout)
     _end_every_other_process(pid)
