@@ -308,6 +308,20 @@ def test_filling_the_disk_stops_at_the_sandboxs_bound() -> None:
     assert after.output == "next\n"
 
 
+def test_a_fork_bomb_and_a_memory_hog_stop_at_the_seeds_bounds() -> None:
+    session = Session(LocalSandbox(), calculator_seed(), command_seconds=3)
+    limits = session.seed.limits
+
+    session.run("bomb() { bomb | bomb & }; bomb; sleep 1")
+    hogged = session.run(
+        f"python3 -c 'a = bytearray({2 * limits.memory_mb} * 1024 * 1024)'; echo status=$?"
+    )
+    after = session.run("ps -e | wc -l")
+
+    assert "status=137" in hogged.output, hogged.output  # killed, the harness not
+    assert int(after.output) <= 5, after.output  # the harness, the shell, ps, wc
+
+
 def test_a_sandbox_of_more_files_than_select_takes_starts() -> None:
     # One descriptor per file while the sandbox starts: past 1024 of them, select() fails.
     session = _session()
