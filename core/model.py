@@ -70,12 +70,15 @@ class SessionStep:
     :ivar max_path_bytes: the most bytes their paths may come to, all together; past that,
         none (each path is an argument of the next sandbox's command line, which the
         kernel bounds).
+    :ivar longest_path: the most bytes one file's path may have: a longer one is not
+        handed back, but named as not kept (the next sandbox could not make it).
     """
 
     timeout_seconds: float = attrs.field(validator=v.gt(0))
     max_bytes: int = attrs.field(validator=v.gt(0))
     max_files: int = attrs.field(default=1000, validator=v.gt(0))
     max_path_bytes: int = attrs.field(default=128 * 1024, validator=v.gt(0))
+    longest_path: int = attrs.field(default=2048, validator=v.gt(0))
 
 
 @attrs.frozen

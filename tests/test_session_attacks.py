@@ -240,20 +240,22 @@ def test_too_many_files_or_too_long_paths_are_refused_and_the_session_goes_on() 
     assert int(after.output.split()[-1]) == MAX_SESSION_FILES - 10 + 2
 
 
-def test_what_a_command_leaves_unreadable_or_deep_is_handed_back_or_named() -> None:
+def test_what_a_command_leaves_unreadable_deep_or_long_is_handed_back_or_named() -> None:
     session = _session()
-    deep = "/".join(["d"] * 1100)  # deeper than Python's recursion
+    deep = "/".join(["d"] * 1010)  # deeper than Python's recursion, 2 KiB of path
+    long = "/".join(["x" * 250] * 16)  # a path no sandbox could make under its project
 
     left = session.run(
-        f"mkdir -p {deep} && echo deep > {deep}/f; "
+        f"mkdir -p {deep} {long} && echo deep > {deep}/f && echo long > {long}/f; "
         "echo x > closed; chmod 000 closed; mkdir shut; echo y > shut/g; chmod 000 shut; "
         "echo done"
     )
     after = session.run(f"cat {deep}/f")
 
     assert "done" in left.output
-    assert set(left.not_kept) == {"closed", "shut"}, left.not_kept
+    assert set(left.not_kept) == {"closed", "shut", long[:200]}, left.not_kept
     assert f"{deep}/f" in session.files
+    assert not any(path.startswith("x") for path in session.files)
     assert after.output == "deep\n"
 
 

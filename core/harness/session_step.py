@@ -15,8 +15,8 @@ command:
 * ``{"kind": "files", "count": N, "skipped": [...]}`` at the end, or
   ``{"kind": "too-large", "bytes": N, "files": N, "path_bytes": N}`` when the files
   passed one of the step's bounds: bytes, files, bytes of their paths (none are handed
-  back then). Links, special files, files and folders that cannot be read are named
-  in ``skipped``.
+  back then). Links, special files, files and folders that cannot be read, and paths
+  longer than the step's ``longest_path``, are named in ``skipped``.
 
 The agent treats every line as the work of the command, which it is: hostile data,
 checked there. This module uses the standard library only, and runs on Python 3.8.
@@ -44,6 +44,8 @@ POLL_SECONDS = 0.01
 MAX_FILES = 1000
 #: The most bytes the paths of the files handed back may come to when the settings do not say.
 MAX_PATH_BYTES = 128 * 1024
+#: The most bytes one path handed back may have when the settings do not say.
+LONGEST_PATH = 2048
 #: What the command starts with as the default action of these signals, which Python (and so
 #: the harness) ignores or handles: a ``yes | head`` ends with no error, a ``kill -INT 1``
 #: does not end the harness.
@@ -191,7 +193,8 @@ def _hand_back(fixed: set[str], collect: dict[str, Any], write: Callable[..., No
     max_bytes = int(collect["max_bytes"])
     max_files = int(collect.get("max_files", MAX_FILES))
     max_path_bytes = int(collect.get("max_path_bytes", MAX_PATH_BYTES))
-    found, skipped = _project_files(fixed, max_files)
+    longest = int(collect.get("longest_path", LONGEST_PATH))
+    found, skipped = _project_files(fixed, max_files, longest)
     total = sum(size for _, size in found)
     names = sum(len(os.fsencode(relative)) for relative, _ in found)
     if total > max_bytes or len(found) > max_files or names > max_path_bytes:
@@ -210,10 +213,13 @@ def _hand_back(fixed: set[str], collect: dict[str, Any], write: Callable[..., No
     write("files", count=kept, skipped=skipped[:100])
 
 
-def _project_files(fixed: set[str], most: int) -> tuple[list[tuple[str, int]], list[str]]:
+def _project_files(
+    fixed: set[str], most: int, longest: int
+) -> tuple[list[tuple[str, int]], list[str]]:
     """Each regular file of the project folder's own file system (its path and size) that
-    is not one of ``fixed``, and what is not kept: other kinds of file, and folders that
-    cannot be read. Once past ``most`` files, it stops (at the end of a folder).
+    is not one of ``fixed``, and what is not kept: other kinds of file, folders that
+    cannot be read, and paths of more than ``longest`` bytes. Once past ``most`` files, it
+    stops (at the end of a folder).
 
     Folder by folder from a list of its own, not ``os.walk``: a command may leave folders
     nested deeper than Python's recursion (``os.walk`` recurses before Python 3.12).
@@ -233,6 +239,9 @@ def _project_files(fixed: set[str], most: int) -> tuple[list[tuple[str, int]], l
         for name in names:
             relative = folder + "/" + name if folder else name
             if relative in fixed:
+                continue
+            if len(os.fsencode(relative)) > longest:
+                skipped.append(relative[:200])
                 continue
             try:
                 status = os.lstat(relative)

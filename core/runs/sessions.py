@@ -52,6 +52,9 @@ MAX_SESSION_BYTES = MAX_REPORT_BYTES // 2
 #: (9,000 arguments, five a file).
 MAX_SESSION_FILES = 1000
 MAX_SESSION_PATH_BYTES = 128 * 1024
+#: The most bytes one path of a session may have: the next sandbox makes it under its
+#: project folder, and a path has at most 4,096 bytes (``PATH_MAX``).
+LONGEST_SESSION_PATH = 2048
 #: Seconds the runner's timeout leaves, after the command's, for ending its processes and
 #: handing back the files.
 HAND_BACK_SECONDS = 10.0
@@ -117,6 +120,7 @@ class Session:
                 max_bytes=MAX_SESSION_BYTES,
                 max_files=MAX_SESSION_FILES,
                 max_path_bytes=MAX_SESSION_PATH_BYTES,
+                longest_path=LONGEST_SESSION_PATH,
             ),
         )
         started = time.monotonic()
@@ -198,8 +202,11 @@ def read_hand_back(report: str | None, key: str, runner: str) -> HandBack:
             ended = True
         elif kind == "too-large":
             raise _too_large()
-    if len(files) > MAX_SESSION_FILES or (
-        sum(len(os.fsencode(path)) for path in files) > MAX_SESSION_PATH_BYTES
+    lengths = [len(os.fsencode(path)) for path in files]
+    if (
+        len(files) > MAX_SESSION_FILES
+        or sum(lengths) > MAX_SESSION_PATH_BYTES
+        or max(lengths, default=0) > LONGEST_SESSION_PATH
     ):
         raise _too_large()  # a harness that does not bound them: the next sandbox could not start
     if step is None or not ended:
@@ -213,8 +220,8 @@ def read_hand_back(report: str | None, key: str, runner: str) -> HandBack:
 def _too_large() -> SessionFilesRefused:
     return SessionFilesRefused(
         f"the session's files came to more than {MAX_SESSION_BYTES} bytes, "
-        f"{MAX_SESSION_FILES} files or {MAX_SESSION_PATH_BYTES} bytes of paths after the "
-        "command; remove what it made"
+        f"{MAX_SESSION_FILES} files or {MAX_SESSION_PATH_BYTES} bytes of paths (or a path "
+        f"of more than {LONGEST_SESSION_PATH} bytes) after the command"
     )
 
 

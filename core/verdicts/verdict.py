@@ -119,6 +119,7 @@ def harness_settings(
             "max_bytes": job.session.max_bytes,
             "max_files": job.session.max_files,
             "max_path_bytes": job.session.max_path_bytes,
+            "longest_path": job.session.longest_path,
         }
     return json.dumps(settings).encode("utf-8")
 
