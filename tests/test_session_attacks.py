@@ -24,13 +24,17 @@ from pathlib import Path
 import pytest
 from conftest import AgentRun, FakeProvider
 from test_git_seeds import make_repository, seed_folder
+from test_sessions import KEY, STEP, _signed
 
 from sandboxed_coding_agent.core.runs import sessions
 from sandboxed_coding_agent.core.runs.sessions import (
+    LONGEST_SESSION_PATH,
     MAX_SESSION_FILES,
+    MAX_SESSION_PATH_BYTES,
     Session,
     SessionError,
     SessionFilesRefused,
+    read_hand_back,
 )
 from sandboxed_coding_agent.core.seeds import git_source
 from sandboxed_coding_agent.core.seeds.manifest import load_seed
@@ -435,3 +439,21 @@ def test_a_hostile_models_leavings_end_neither_the_agent_nor_the_run(
     assert "harness: cannot run the command: UnicodeEncodeError" in told[4], told[4]
     assert "Traceback" not in told[4]
     assert told[5].endswith("\n2\n"), told[5]  # the seed's two files, no more
+
+
+def test_the_agent_bounds_what_any_harness_hands_back() -> None:
+    # A runner's harness that does not bound the files: the agent refuses them all the same.
+    def handed(*paths: str) -> str:
+        files = [{"kind": "file", "path": path, "data": ""} for path in paths]
+        return _signed(STEP, *files, {"kind": "files", "count": len(paths), "skipped": []})
+
+    assert read_hand_back(handed("a", "b/c"), KEY, "x").files == {"a": b"", "b/c": b""}
+    too_many = [f"f{number}" for number in range(MAX_SESSION_FILES + 1)]
+    too_long = ["/".join(["d" * 200] * (LONGEST_SESSION_PATH // 200 + 1))]
+    too_much = [f"{number:03}" + "n" * 250 for number in range(MAX_SESSION_PATH_BYTES // 250)]
+    for paths in (too_many, too_long, too_much):
+        with pytest.raises(SessionFilesRefused):
+            read_hand_back(handed(*paths), KEY, "x")
+    not_utf8 = {"kind": "files", "count": 0, "skipped": ["\udcff\ud800x"]}
+    (shown,) = read_hand_back(_signed(STEP, not_utf8), KEY, "x").not_kept
+    assert shown.encode("utf-8").endswith(b"x")  # text any message may hold
