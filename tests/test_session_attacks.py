@@ -51,17 +51,24 @@ def _session() -> Session:
     return Session(LocalSandbox(), calculator_seed(), command_seconds=20)
 
 
-def test_a_command_sees_nothing_of_the_hosts_files(tmp_path: Path) -> None:
+def test_a_command_sees_nothing_of_the_hosts_files_processes_or_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("host-secret\n")
+    monkeypatch.setenv("CODING_AGENT_API_KEY", "sk-session-attack-key")
     session = _session()
 
     looked = session.run(
         f"cat {secret} {Path(__file__).resolve()} /etc/passwd /etc/hostname 2>&1; "
-        "ls / /home /work 2>&1; cat /proc/1/root/etc/passwd 2>&1 | head -1"
+        "ls / /home /work 2>&1; cat /proc/1/root/etc/passwd 2>&1 | head -1; env; "
+        "echo processes=$(ls -d /proc/[0-9]* | wc -l)"
     )
 
     assert "host-secret" not in looked.output
+    assert "sk-session-attack-key" not in looked.output
+    assert "CODING_AGENT" not in looked.output
+    assert int(looked.output.split("processes=")[1]) <= 5, looked.output
     assert "import pytest" not in looked.output
     assert "root:" not in looked.output
     assert sorted(session.files) == sorted(calculator_seed().read_files())
