@@ -464,3 +464,22 @@ def test_the_agent_bounds_what_any_harness_hands_back() -> None:
     not_utf8 = {"kind": "files", "count": 0, "skipped": ["\udcff\ud800x"]}
     (shown,) = read_hand_back(_signed(STEP, not_utf8), KEY, "x").not_kept
     assert shown.encode("utf-8").endswith(b"x")  # text any message may hold
+
+
+def test_a_cheat_left_in_the_session_is_not_in_the_plan_nor_its_test(
+    provider: FakeProvider, run_agent: Callable[..., AgentRun]
+) -> None:
+    # Files that would make any test pass, were they where the plan is tested; no fix.
+    cheat = "import os; os._exit(0)"
+    provider.reply_bash(
+        f"echo '{cheat}' | tee conftest.py sitecustomize.py usercustomize.py "
+        "> check_calculator.py; echo '# touched' >> calculator.py; python -m unittest; echo $?"
+    )
+    provider.reply_calls(("submit", {}))
+
+    done = run_agent("run", "--planner", "explore", "--seed", "calculator", "--json", timeout=300)
+
+    result = done.json()
+    assert result["changed_files"] == ["calculator.py"], result
+    assert result["tests_passed"] is False
+    assert done.returncode != 0
