@@ -461,6 +461,8 @@ def test_the_agent_bounds_what_any_harness_hands_back() -> None:
     for paths in (too_many, too_long, too_much):
         with pytest.raises(SessionFilesRefused):
             read_hand_back(handed(*paths), KEY, "x")
+    with pytest.raises(SessionError, match="has the path"):
+        read_hand_back(handed("\ud800"), KEY, "x")  # no name's bytes
     not_utf8 = {"kind": "files", "count": 0, "skipped": ["\udcff\ud800x"]}
     (shown,) = read_hand_back(_signed(STEP, not_utf8), KEY, "x").not_kept
     assert shown.encode("utf-8").endswith(b"x")  # text any message may hold

@@ -202,7 +202,7 @@ def read_hand_back(report: str | None, key: str, runner: str) -> HandBack:
             ended = True
         elif kind == "too-large":
             raise _too_large()
-    lengths = [len(os.fsencode(path)) for path in files]
+    lengths = [len(os.fsencode(path)) for path in files]  # each a name (checked by _file)
     if (
         len(files) > MAX_SESSION_FILES
         or sum(lengths) > MAX_SESSION_PATH_BYTES
@@ -247,6 +247,10 @@ def _file(line: Mapping[str, object]) -> tuple[str, bytes]:
     parts = path.split("/")
     if path.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\0" in path:
         raise SessionError(f"a file handed back after the command has the path {path!r}")
+    try:
+        os.fsencode(path)  # bytes of a name: no surrogate but those of bytes not UTF-8
+    except UnicodeEncodeError:
+        raise SessionError(f"a file handed back after the command has the path {path!r}") from None
     try:
         return os.path.normpath(path), base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
