@@ -485,3 +485,27 @@ def test_a_cheat_left_in_the_session_is_not_in_the_plan_nor_its_test(
     assert result["changed_files"] == ["calculator.py"], result
     assert result["tests_passed"] is False
     assert done.returncode != 0
+
+
+def test_a_git_seeds_session_goes_on_whatever_a_command_does_to_the_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    commit = make_repository(tmp_path / "repo")
+    seed = load_seed(seed_folder(tmp_path / "seed", str(tmp_path / "repo"), commit))
+    assert seed.source is not None
+    git_source.materialize(seed.source)
+    session = Session(LocalSandbox(), seed, command_seconds=20)
+
+    # A folder of the tree renamed, and a folder made where the tree has a file.
+    moved = session.run(
+        "mv pkg pkg_old && mkdir -p pkg/__init__.py && echo x > pkg/__init__.py/evil; "
+        "chmod u+w README; echo changed > README; echo done"
+    )
+    after = session.run("cat README; ls pkg")
+
+    assert "done" in moved.output
+    assert moved.not_kept == ("pkg/__init__.py/evil",)
+    assert after.exit_code == 0, after.output
+    assert after.output.split() == ["calc", "__init__.py", "calc.py"]
+    assert set(session.changes()) == {"pkg/calc.py", "pkg_old/calc.py"}

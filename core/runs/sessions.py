@@ -29,8 +29,10 @@ import base64
 import binascii
 import os
 import secrets
+import stat
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 import attrs
 
@@ -38,6 +40,7 @@ from ..errors import SandboxError
 from ..model import CommandResult as CommandResult
 from ..model import SandboxJob, SeedProject, SessionStep
 from ..protocols import Runner
+from ..seeds import git_source
 from ..verdicts.evidence import TestHarness
 from ..verdicts.verdict import MAX_REPORT_BYTES, signed_lines
 
@@ -137,7 +140,8 @@ class Session:
                 f"the command passed the seed's {outcome.limit_hit} limit, and its sandbox "
                 "was stopped before the files were handed back: none of its changes is kept"
             ) from None
-        exit_code, timed_out, files = handed.exit_code, handed.timed_out, handed.files
+        exit_code, timed_out = handed.exit_code, handed.timed_out
+        files, unplaced = self._placeable(handed.files)
         self.files = {**{p: d for p, d in self.files.items() if p in self.tests}, **files}
         return CommandResult(
             command=command,
@@ -147,8 +151,22 @@ class Session:
             timed_out=timed_out or outcome.timed_out,
             seconds=round(time.monotonic() - started, 3),
             sandbox_id=outcome.sandbox_id,
-            not_kept=handed.not_kept,
+            not_kept=(*handed.not_kept, *unplaced),
         )
+
+    def _placeable(self, files: dict[str, bytes]) -> tuple[dict[str, bytes], tuple[str, ...]]:
+        """``files`` the next sandbox can hold, and the paths of those it cannot: for a git
+        seed, a file under what the tree has as a file or a link (a command that renamed a
+        folder of the tree and made a folder in its place), which no runner could put
+        there around the tree, and the session could then run no command."""
+        if self.seed.source is None:
+            return files, ()
+        tree = git_source.tree_folder(self.seed.source)
+        if not tree.is_dir():
+            return files, ()
+        hidden = set(self.seed.hidden_files)
+        unplaced = tuple(path for path in files if _under_a_file(tree, path, hidden))
+        return {p: d for p, d in files.items() if p not in unplaced}, unplaced[:100]
 
     def changes(self) -> dict[str, bytes | None]:
         """Each file that differs from the seed's: its bytes now, or ``None`` if deleted."""
@@ -215,6 +233,23 @@ def read_hand_back(report: str | None, key: str, runner: str) -> HandBack:
             "sessions, or the sandbox ended before the harness did)"
         )
     return HandBack(step[0], step[1], files, not_kept)
+
+
+def _under_a_file(tree: Path, path: str, hidden: set[str]) -> bool:
+    """Whether a folder of ``path`` is a file or a link of ``tree`` (a file of ``hidden``
+    is left out of the tree, so not one)."""
+    parts = path.split("/")
+    for depth in range(1, len(parts)):
+        folder = "/".join(parts[:depth])
+        if folder in hidden:
+            return False
+        try:
+            mode = os.lstat(tree / folder).st_mode  # no link above it: checked at its depth
+        except OSError:
+            return False  # not in the tree: the sandbox makes the folder
+        if not stat.S_ISDIR(mode):
+            return True
+    return False
 
 
 def _too_large() -> SessionFilesRefused:
