@@ -40,6 +40,7 @@ from sandboxed_coding_agent.core.seeds import git_source
 from sandboxed_coding_agent.core.seeds.manifest import load_seed
 from sandboxed_coding_agent.plugins.calculator_seed import calculator_seed
 from sandboxed_coding_agent.plugins.local_sandbox import LocalSandbox
+from sandboxed_coding_agent.plugins.local_sandbox.tree import MAX_TREE_MOUNTS
 from sandboxed_coding_agent.plugins.openai_planner import conversation as talk
 from sandboxed_coding_agent.plugins.openai_planner.prompt import encode_body
 
@@ -509,3 +510,27 @@ def test_a_git_seeds_session_goes_on_whatever_a_command_does_to_the_tree(
     assert after.exit_code == 0, after.output
     assert after.output.split() == ["calc", "__init__.py", "calc.py"]
     assert set(session.changes()) == {"pkg/calc.py", "pkg_old/calc.py"}
+
+
+def test_files_no_sandbox_can_start_with_take_the_session_back_a_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A folder of the tree with more entries than a sandbox may bind one by one: a command
+    # that makes a file there has it opened, entry by entry, in the next sandbox.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    wide = {f"pkg/wide/m{number}.py": "" for number in range(MAX_TREE_MOUNTS + 1)}
+    commit = make_repository(tmp_path / "repo", extra=wide)
+    seed = load_seed(seed_folder(tmp_path / "seed", str(tmp_path / "repo"), commit))
+    assert seed.source is not None
+    git_source.materialize(seed.source)
+    session = Session(LocalSandbox(), seed, command_seconds=20)
+    session.run("echo kept > notes.txt")
+
+    opened = session.run("mv pkg old && mkdir -p pkg/wide && echo x > pkg/wide/new.py")
+    with pytest.raises(SessionFilesRefused, match="could not be put in a sandbox"):
+        session.run("true")
+    after = session.run("ls; cat notes.txt")
+
+    assert opened.exit_code == 0, opened.output
+    assert after.output.split() == ["README", "notes.txt", "pkg", "tests", "kept"], after.output
+    assert set(session.changes()) == {"notes.txt"}

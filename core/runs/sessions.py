@@ -93,6 +93,9 @@ class Session:
         hidden = set(seed.hidden_files)
         self._original = {p: data for p, data in seed.read_files().items() if p not in hidden}
         self.files: dict[str, bytes] = dict(self._original)
+        #: The files of the last command whose sandbox started: what the session goes back to
+        #: should the files a command left be ones no sandbox can start with.
+        self._started: dict[str, bytes] = self.files
         self.tests = tuple(p for p in seed.test_files if p not in hidden)
 
     def run(self, command: str, *, seconds: float | None = None) -> CommandResult:
@@ -127,7 +130,20 @@ class Session:
             ),
         )
         started = time.monotonic()
-        outcome = self.runner.run_test(job)
+        try:
+            outcome = self.runner.run_test(job)
+        except SandboxError as error:
+            if self.files == self._started:
+                raise  # the same files as a sandbox started with: the runner's own trouble
+            # What the last command left (a tree's folders opened past what a sandbox may
+            # bind, say): the session goes back to the files before it.
+            self.files = self._started
+            raise SessionFilesRefused(
+                f"the files the last command left could not be put in a sandbox "
+                f"({error.message}); they are as before that command, and this command "
+                "did not run"
+            ) from None
+        self._started = self.files
         try:
             handed = read_hand_back(outcome.report, key, self.runner.name)
         except SessionFilesRefused:
