@@ -66,10 +66,19 @@ class SessionStep:
     :ivar timeout_seconds: how long the command may run; the harness stops it then and
         still hands back the files (the job's own timeout leaves room for that).
     :ivar max_bytes: the most bytes of files it hands back; past that, none.
+    :ivar max_files: the most files it hands back; past that, none.
+    :ivar max_path_bytes: the most bytes their paths may come to, all together; past that,
+        none (each path is an argument of the next sandbox's command line, which the
+        kernel bounds).
+    :ivar longest_path: the most bytes one file's path may have: a longer one is not
+        handed back, but named as not kept (the next sandbox could not make it).
     """
 
     timeout_seconds: float = attrs.field(validator=v.gt(0))
     max_bytes: int = attrs.field(validator=v.gt(0))
+    max_files: int = attrs.field(default=1000, validator=v.gt(0))
+    max_path_bytes: int = attrs.field(default=128 * 1024, validator=v.gt(0))
+    longest_path: int = attrs.field(default=2048, validator=v.gt(0))
 
 
 @attrs.frozen
@@ -158,6 +167,9 @@ class SandboxJob:
         the runner puts it in the project folder read-only and ``files`` on top of it
         (``files`` then holds only the seed's own files and the editable ones).
         ``None``: ``files`` is the whole project.
+    :ivar tree_hidden: paths of ``tree`` the runner leaves out of the project folder: a
+        session's hidden tests, which its commands may not read (the test of a plan has
+        them all).
     :ivar output_probes: how to run each of the seed's output tests (see
         :mod:`~.output_tests`): never what they must give, nor which are hidden.
     :ivar session: set when the job is one command of a session: the runner's harness
@@ -172,6 +184,7 @@ class SandboxJob:
     runtime: SeedRuntime | None = None
     harness: TestHarness | None = None
     tree: SourceTree | None = None
+    tree_hidden: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
     output_probes: tuple[OutputProbe, ...] = ()
     session: SessionStep | None = None
 

@@ -117,6 +117,9 @@ def harness_settings(
         settings["collect"] = {
             "timeout": job.session.timeout_seconds,
             "max_bytes": job.session.max_bytes,
+            "max_files": job.session.max_files,
+            "max_path_bytes": job.session.max_path_bytes,
+            "longest_path": job.session.longest_path,
         }
     return json.dumps(settings).encode("utf-8")
 

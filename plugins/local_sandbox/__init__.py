@@ -252,7 +252,7 @@ class LocalSandbox:
             python, read_only, bin_dirs = runtime.python, list(runtime.read_only), [runtime.bin_dir]
             hide = list(runtime.hide)
         tree_root = None if job.tree is None else _checked_out(job)
-        mounts = [] if tree_root is None else tree_mounts(tree_root, job.files)
+        mounts = [] if tree_root is None else tree_mounts(tree_root, job.files, job.tree_hidden)
         editable = set(job.files) if job.harness is None else set(job.harness.editable)
         writable = {path: data for path, data in job.files.items() if path in editable}
         fixed = {path: data for path, data in job.files.items() if path not in editable}

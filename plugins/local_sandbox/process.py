@@ -126,11 +126,22 @@ class _Sandbox:
             while not _gone_or_zombie(child) and (left := deadline - time.monotonic()) > 0:
                 if pidfd is None:
                     time.sleep(0.005)
-                elif select.select([pidfd], [], [], left)[0]:
+                elif _ready(pidfd, left):
                     break  # the process it names has exited, whatever now has its PID
         finally:
             if pidfd is not None:
                 os.close(pidfd)
+
+
+def _ready(fd: int, seconds: float) -> bool:
+    """Whether ``fd`` becomes readable within ``seconds`` (a pidfd: its process has exited).
+
+    ``poll``, not ``select``: a seed's files are each a descriptor while the sandbox starts,
+    so this one may be past ``select``'s 1024.
+    """
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(seconds, 0.0) * 1000))
 
 
 #: How often a sandbox that may be stopped (``run_test_until``) looks at its stop event.
@@ -165,7 +176,7 @@ def _exited_within(
                     return True
                 except subprocess.TimeoutExpired:
                     pass
-            elif select.select([pidfd], [], [], max(left, 0))[0]:
+            elif _ready(pidfd, left):
                 return True
             if time.monotonic() >= deadline:
                 return False

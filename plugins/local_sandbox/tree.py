@@ -44,17 +44,19 @@ def _folders_of(paths: Iterable[str]) -> set[str]:
     return folders
 
 
-def tree_mounts(tree: Path, carried: Iterable[str]) -> list[str]:
+def tree_mounts(tree: Path, carried: Iterable[str], hidden: Iterable[str] = ()) -> list[str]:
     """``bwrap`` arguments putting ``tree`` into the workspace read-only around ``carried``.
 
     :param tree: the checked-out tree on the host (read-only, in the agent's cache).
     :param carried: the job's files (relative paths): each is left out of the binds
         for the job's own copy to go there.
+    :param hidden: files of the tree (relative paths) left out of the binds, with nothing
+        in their place.
     :raises SandboxError: the binds would exceed :data:`MAX_TREE_MOUNTS` or
         :data:`MAX_TREE_ARGUMENT_BYTES`, or a carried file would be under a link or a
         file of the tree (bwrap would write it through the link, wherever that leads).
     """
-    skip = set(carried)
+    skip = {*carried, *hidden}
     opened = _folders_of(skip)
     budget = min(MAX_TREE_ARGUMENT_BYTES, os.sysconf("SC_ARG_MAX") // 2)
     size = 0

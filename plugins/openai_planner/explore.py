@@ -36,6 +36,7 @@ from sandboxed_coding_agent.core.errors import (
     UsageError,
 )
 from sandboxed_coding_agent.core.model import (
+    CommandResult,
     PatchFile,
     PatchPlan,
     PlannerResult,
@@ -46,7 +47,7 @@ from sandboxed_coding_agent.core.plans import contract
 from sandboxed_coding_agent.core.records import planner_calls
 from sandboxed_coding_agent.core.records.trajectories import TrajectoryStep
 from sandboxed_coding_agent.core.runs.exploration import Journal
-from sandboxed_coding_agent.core.runs.sessions import Session
+from sandboxed_coding_agent.core.runs.sessions import Session, SessionFilesRefused
 
 from . import conversation as talk
 from .answer import _usage, parse_completion
@@ -194,9 +195,17 @@ class ExploringPlanner:
                     talked.messages.append(_tool(call_id, "not run: the submission ended the turn"))
                     continue
                 given = talk.arguments(raw)
-                if name == "bash" and given is not None and isinstance(given.get("command"), str):
-                    result = session.run(given["command"])
-                    shown = talk.command_result(result)
+                command = given.get("command") if given is not None else None
+                if name == "bash" and isinstance(command, str) and "\0" not in command:
+                    result: CommandResult | None = None
+                    try:
+                        ran = session.run(command)
+                    except SessionFilesRefused as refused:
+                        # Its own doing (a virtual environment in the project, say): the
+                        # model is told, and may go on from the files as they were.
+                        shown = f"{refused.message}; the files are as before the command"
+                    else:
+                        result, shown = ran, talk.command_result(ran)
                     talked.messages.append(_tool(call_id, shown))
                     format_errors = 0
                     self._keep(
@@ -208,10 +217,10 @@ class ExploringPlanner:
                         said,
                         shown,
                         turn,
-                        command=call.redact(result.command),
-                        exit_code=result.exit_code,
-                        timed_out=result.timed_out,
-                        seconds=result.seconds,
+                        command=call.redact(command),
+                        exit_code=None if result is None else result.exit_code,
+                        timed_out=result is not None and result.timed_out,
+                        seconds=None if result is None else result.seconds,
                     )
                 elif name == "submit" and given is not None:
                     format_errors = 0
@@ -394,4 +403,6 @@ def _format_problem(name: str, raw: object, given: dict[str, Any] | None) -> str
             f"The arguments of `{name}` are not a JSON object: "
             f"{str(raw)[:200]!r}. Call it again with valid JSON."
         )
+    if isinstance(given.get("command"), str):
+        return "The command holds a NUL character, which no command line can: it was not run."
     return 'Call `bash` with {"command": "..."}, a string.'
