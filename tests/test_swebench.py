@@ -908,3 +908,38 @@ def test_the_runtime_installs_the_project_when_its_pyproject_has_a_project_table
     assert runtime("none", requirements=("pytest>=8", "hypothesis")) == {
         "requirements": ["pytest>=8", "hypothesis"]
     }
+
+
+@pytest.mark.usefixtures("clone_untouched")
+def test_an_exploring_batchs_results_become_predictions_as_any_batchs(
+    swe: Callable[..., AgentRun],
+    run_agent: Callable[..., AgentRun],
+    provider: FakeProvider,
+    bench: Bench,
+    tmp_path: Path,
+) -> None:
+    out = import_seeds(swe, bench, tmp_path)
+    first = json.loads((out / "batch.jsonl").read_text().splitlines()[0])
+    tasks = tmp_path / "explore.jsonl"
+    tasks.write_text(json.dumps({**first, "planner": "explore"}) + "\n")
+    provider.reply_bash(f"cat > calc/ops.py <<'END'\n{OPS_FIXED}END")
+    provider.reply_calls(("submit", {}))
+    results = tmp_path / "results.jsonl"
+    batch = run_agent(
+        "batch", str(tasks), "--out", str(results), "--jobs", "1",
+        env={"XDG_CACHE_HOME": str(bench.cache)},
+    )  # fmt: skip
+    assert json.loads(results.read_text())["status"] == "passed", batch.stderr
+
+    preds = tmp_path / "preds.jsonl"
+    done = swe("predictions", str(results), "--model-name", "m", "--out", str(preds))
+
+    assert done.returncode == 0, done.stderr
+    line = json.loads(preds.read_text())
+    assert line["instance_id"] == IDS[0]
+    assert line["model_patch"].startswith("diff --git a/calc/ops.py b/calc/ops.py\n")
+    checkout = tmp_path / "checkout"
+    git(tmp_path, "clone", "-q", str(bench.clone), str(checkout))
+    git(checkout, "checkout", "-q", bench.base)
+    git(checkout, "apply", data=line["model_patch"])
+    assert (checkout / "calc/ops.py").read_text() == OPS_FIXED
