@@ -260,7 +260,7 @@ def test_doctor_for_plan_files_only_needs_no_provider_variables(run_agent: RunAg
     (provider,) = [f for f in report["findings"] if f["item"] == "provider variables"]
     assert provider["ok"] is False
     assert provider["required"] is False
-    assert provider["detail"].endswith("(not needed: planner 'openai' not in use)")
+    assert provider["detail"].endswith("(not needed: planner 'openai' and planner 'explore' not in use)")
 
 
 def test_doctor_with_a_plugin_planner_requires_its_items_and_not_openais(
@@ -270,7 +270,7 @@ def test_doctor_with_a_plugin_planner_requires_its_items_and_not_openais(
 
     assert run.returncode == 2, run.stdout
     assert "WARN  provider variables" in run.stdout
-    assert "(not needed: planner 'openai' not in use)" in run.stdout
+    assert "(not needed: planner 'openai' and planner 'explore' not in use)" in run.stdout
     assert "FAIL  echo credentials" in run.stdout
     assert "not ready: 1 required item(s) failed" in run.stdout
 
@@ -294,7 +294,7 @@ def test_a_check_that_takes_the_context_is_told_the_planner_and_runner_in_use(
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--planner", "nope"], "unknown planner 'nope' (known: lazycloud, openai; "),
+        (["--planner", "nope"], "unknown planner 'nope' (known: explore, lazycloud, openai; "),
         (["--runner", "nope"], "unknown runner 'nope' (known: lazycloud, local; "),
         (["--planner", "lazycloud", "--no-planner"], "give either --planner NAME or --no-planner"),
     ],
