@@ -29,7 +29,8 @@ from ..model import (
     SeedProject,
 )
 from ..plugins import PluginInfo
-from ..protocols import PatchPolicy, Planner, PreparingRunner, Runner, SessionPlanner
+from ..protocols import Journal, PatchPolicy, Planner, PreparingRunner, Runner, SessionPlanner
+from ..protocols import Session as ProtocolSession
 from ..records import retention
 from ..records.run_record_files import new_run_id, records_directory, write_run_record
 from ..records.run_record_layout import (
@@ -61,7 +62,9 @@ class _RecordingPlanner:
         return self._inner.description
 
     def plan(self, request: PlanRequest) -> PlannerResult:
-        planned = self._inner.plan(request)
+        return self._kept(self._inner.plan(request))
+
+    def _kept(self, planned: PlannerResult) -> PlannerResult:
         with self._lock:
             self._plans.append(
                 RecordedPlan(
@@ -77,6 +80,31 @@ class _RecordingPlanner:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+class _RecordingSessionPlanner(_RecordingPlanner):
+    """As :class:`_RecordingPlanner`, for a planner that explores: ``plan_in_session`` is
+    a method of its own, since a protocol check from Python 3.12 on does not look through
+    ``__getattr__``."""
+
+    def __init__(
+        self, inner: SessionPlanner, plans: list[RecordedPlan], lock: threading.Lock
+    ) -> None:
+        super().__init__(inner, plans, lock)  # type: ignore[arg-type]
+        self._explorer = inner
+
+    def plan_in_session(
+        self, request: PlanRequest, session: ProtocolSession, journal: Journal
+    ) -> PlannerResult:
+        return self._kept(self._explorer.plan_in_session(request, session, journal))
+
+
+def _recording_planner(
+    planner: Planner, plans: list[RecordedPlan], lock: threading.Lock
+) -> _RecordingPlanner:
+    if isinstance(planner, SessionPlanner):
+        return _RecordingSessionPlanner(planner, plans, lock)
+    return _RecordingPlanner(planner, plans, lock)
 
 
 class _RecordingRunner:
@@ -190,7 +218,7 @@ def run_recorded(
             seed,
             runner=_recording(runner, tests, lock),
             policies=policies,
-            planner=_RecordingPlanner(planner, plans, lock) if planner is not None else None,
+            planner=_recording_planner(planner, plans, lock) if planner is not None else None,
             plan=plan,
             environ=environ,
             made=made,
