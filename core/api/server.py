@@ -382,14 +382,17 @@ class _Handler(BaseHTTPRequestHandler):
     def _body(self) -> object:
         if self.headers.get("Transfer-Encoding"):
             raise HttpError(411, "length-required", "send the body with a Content-Length")
-        length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
+        given = self.headers.get("Content-Length", "").strip()
+        # ASCII digits only ("²" is a digit to str.isdigit, not to int), and few of them.
+        if not (given.isascii() and given.isdigit()):
             raise HttpError(411, "length-required", "send the body with a Content-Length")
+        digits = given.lstrip("0") or "0"
         bound = self.server.settings.max_body_bytes
-        if int(length) > bound:
+        if len(digits) > len(str(bound)) or int(digits) > bound:
             raise HttpError(413, "too-large", f"the body is larger than {bound} bytes")
-        data = self.rfile.read(int(length))
-        if len(data) != int(length):
+        length = int(digits)
+        data = self.rfile.read(length)
+        if len(data) != length:
             raise HttpError(400, "usage", "the body ended before its Content-Length")
         try:
             return json.loads(data)
