@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sandboxed_coding_agent.server import ServerSettings, VerdictServer
-from sandboxed_coding_agent.verification import Verdict
+from sandboxed_coding_agent.verification import Verdict, verify
 
 TOKEN = "t0ken-for-the-attacks"
 
@@ -113,3 +113,17 @@ def test_a_content_length_that_is_no_number_gets_its_answer(
     found, answer = post(server, GOOD, length=length)
     assert found == status, answer
     assert post(server, GOOD)[0] == 200  # and the server serves on
+
+
+def test_a_plan_nested_deeper_than_python_recurses_is_answered(
+    serving: Callable[..., VerdictServer],
+) -> None:
+    # Deep enough that the server reads it, yet verify() cannot write it back as JSON.
+    server = serving(judge=verify, options={"record": False})
+    for depth in range(940, 1000, 4):
+        plan = b'{"a":' * depth + b"1" + b"}" * depth
+        status, answer = post(server, b'{"seed": "calculator", "plan": ' + plan + b"}")
+        assert status in (200, 400), answer
+        if status == 200:
+            assert answer["reward"] == 0.0
+            assert answer["error"]["kind"] == "policy"
