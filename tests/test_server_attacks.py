@@ -6,14 +6,18 @@ was asked and tests nothing, so each test is about the HTTP side alone."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from sandboxed_coding_agent import rewards
+from sandboxed_coding_agent.rewards import compute_score
 from sandboxed_coding_agent.server import ServerSettings, VerdictServer
 from sandboxed_coding_agent.verification import Verdict, verify
 
@@ -127,3 +131,160 @@ def test_a_plan_nested_deeper_than_python_recurses_is_answered(
         if status == 200:
             assert answer["reward"] == 0.0
             assert answer["error"]["kind"] == "policy"
+
+
+# The reward functions' client side, against a server that answers what it likes.
+
+COMPLETION = "```diff\n--- a/calculator.py\n+++ b/calculator.py\n@@ -1 +1 @@\n-a\n+b\n```"
+
+
+class Hostile:
+    """A listener on 127.0.0.1 that reads each request's head and answers with ``answer``
+    (given the connection); ``heard`` keeps every request head it read."""
+
+    def __init__(self, answer: Callable[[socket.socket], None]) -> None:
+        self.answer = answer
+        self.heard: list[bytes] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            with connection:
+                connection.settimeout(60)
+                head = b""
+                with contextlib.suppress(OSError):
+                    while b"\r\n\r\n" not in head and (chunk := connection.recv(65536)):
+                        head += chunk
+                    self.heard.append(head)
+                    self.answer(connection)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def hostile() -> Iterator[Callable[[Callable[[socket.socket], None]], Hostile]]:
+    started: list[Hostile] = []
+
+    def start(answer: Callable[[socket.socket], None]) -> Hostile:
+        started.append(Hostile(answer))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.close()
+
+
+def answering(data: bytes) -> Callable[[socket.socket], None]:
+    return lambda connection: connection.sendall(data)
+
+
+def ok(body: bytes, head: bytes = b"HTTP/1.1 200 OK") -> bytes:
+    return head + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+
+
+def score_within(url: str, seconds: float = 120.0) -> object:
+    """compute_score's answer from ``url``, or the exception it raised; a call still
+    running after ``seconds`` (far past any deadline a test sets) fails the test."""
+    found: list[object] = []
+
+    def call() -> None:
+        try:
+            found.append(compute_score("calculator", COMPLETION, url=url, token=TOKEN))
+        except Exception as error:
+            found.append(error)
+
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert found, f"the reward function still waits on {url} after {seconds} s"
+    return found[0]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        ok(b'{"verdicts": [{"reward": NaN}]}'),
+        ok(b'{"verdicts": [{"reward": 7}]}'),
+        ok(b'{"verdicts": [{"reward": -1.0}]}'),
+        ok(b'{"verdicts": [{"reward": Infinity}]}'),
+        ok(b'{"verdicts": [{"reward": "1.0"}]}'),
+        ok(b'{"verdicts": [{"reward": true}]}'),
+        ok(b'{"verdicts": [{"reward": 1.0}, {"reward": 1.0}]}'),  # one more than asked
+        ok(b'{"verdicts": ' + b"[" * 5000 + b"]" * 5000 + b"}"),
+        ok(b"not json"),
+        b"HELLO\r\n\r\n",  # no HTTP status line
+        b"HTTP/1.1 200 OK\r\n" + b"X: y\r\n" * 200 + b"\r\n",  # more headers than read
+        b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70_000 + b"\r\n\r\n",  # a header line too long
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{}",  # cut short
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",  # bad chunk
+        b"HTTP/1.1 429 Busy\r\nRetry-After: nan\r\nContent-Length: 0\r\n\r\n",
+    ],
+)
+def test_a_hostile_servers_answer_is_no_reward_never_a_crash(
+    hostile: Callable[..., Hostile], monkeypatch: pytest.MonkeyPatch, answer: bytes
+) -> None:
+    monkeypatch.setattr(rewards, "REMOTE_TRIES", 2)
+    assert score_within(hostile(answering(answer)).url) is None
+
+
+def drip(head: bytes, then: bytes) -> Callable[[socket.socket], None]:
+    def answer(connection: socket.socket) -> None:
+        connection.sendall(head)
+        while True:  # until the client goes away
+            connection.sendall(then)
+            time.sleep(0.05)
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        drip(b"HTTP/1.1 200 OK\r\n", b"X: y\r\n"[:1]),  # headers a byte at a time
+        drip(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n", b" "),  # the body
+        drip(b"HTTP/1.1 200 OK\r\n\r\n", b" "),  # a body with no end
+    ],
+)
+def test_a_server_that_drips_its_answer_is_given_up_at_the_deadline(
+    hostile: Callable[..., Hostile], monkeypatch: pytest.MonkeyPatch, answer: Any
+) -> None:
+    monkeypatch.setattr(rewards, "REMOTE_SECONDS", 1.0)
+    assert score_within(hostile(answer).url) is None
+
+
+def test_an_answer_longer_than_the_bound_is_no_reward(
+    hostile: Callable[..., Hostile], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rewards, "REMOTE_MAX_BYTES", 1000)
+    verdicts = json.dumps({"verdicts": [{"reward": 1.0, "test_output": "x" * 5000}]})
+    assert score_within(hostile(answering(ok(verdicts.encode()))).url) is None
+    monkeypatch.setattr(rewards, "REMOTE_MAX_BYTES", 10_000)
+    assert score_within(hostile(answering(ok(verdicts.encode()))).url) == 1.0
+
+
+def test_a_server_that_says_busy_for_ever_is_no_reward_at_the_deadline(
+    hostile: Callable[..., Hostile], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rewards, "REMOTE_SECONDS", 1.0)
+    busy = b"HTTP/1.1 429 Busy\r\nRetry-After: 30\r\nContent-Length: 0\r\n\r\n"
+    assert score_within(hostile(answering(busy)).url) is None
+
+
+def test_a_redirect_is_not_followed_and_the_token_goes_nowhere_else(
+    hostile: Callable[..., Hostile],
+) -> None:
+    elsewhere = hostile(answering(ok(b'{"verdicts": [{"reward": 1.0}]}')))
+    moved = b"HTTP/1.1 307 Moved\r\nLocation: " + elsewhere.url.encode() + b"/v1/verify/batch"
+    server = hostile(answering(moved + b"\r\nContent-Length: 0\r\n\r\n"))
+    found = score_within(server.url)
+    assert isinstance(found, rewards.VerifyError)
+    assert "307" in str(found)
+    assert elsewhere.heard == []
+    assert f"Bearer {TOKEN}".encode() in server.heard[0]
