@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from conftest import wait_until
 
 from sandboxed_coding_agent import rewards
 from sandboxed_coding_agent.rewards import compute_score
-from sandboxed_coding_agent.server import ServerSettings, VerdictServer
+from sandboxed_coding_agent.server import ServeError, ServerSettings, VerdictServer, check_settings
 from sandboxed_coding_agent.verification import Verdict, verify
 
 TOKEN = "t0ken-for-the-attacks"
@@ -131,6 +132,113 @@ def test_a_plan_nested_deeper_than_python_recurses_is_answered(
         if status == 200:
             assert answer["reward"] == 0.0
             assert answer["error"]["kind"] == "policy"
+
+
+def test_a_judge_that_fails_unexpectedly_is_answered_500_not_a_dropped_connection(
+    serving: Callable[..., VerdictServer], capsys: pytest.CaptureFixture[str]
+) -> None:
+    def failing(**arguments: Any) -> Verdict:
+        raise OSError("the records' disk is full")
+
+    server = serving(judge=failing)
+    status, answer = post(server, GOOD)
+    batch = json.dumps({"items": [json.loads(GOOD)]}).encode()
+
+    assert status == 500
+    assert answer["error"]["kind"] == "internal"
+    assert post(server, batch, path="/v1/verify/batch")[0] == 500
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("token", ["", " ", " padded "])
+def test_a_token_that_any_header_or_none_could_match_is_refused(token: str) -> None:
+    settings = ServerSettings(
+        host="0.0.0.0", port=0, token=token, jobs=1, queue=1, seeds={"calculator": "calculator"}
+    )
+    with pytest.raises(ServeError, match="token"):
+        check_settings(settings)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"runner": "other"},
+        {"limits": {"test_timeout_seconds": 100000}},
+        {"no_policies": ["scope"]},
+        {"policy_params": {}},
+        {"record": False},
+        {"environ": {}},
+    ],
+)
+def test_a_request_cannot_set_what_is_the_servers(
+    serving: Callable[..., VerdictServer], judged: Judged, extra: dict[str, Any]
+) -> None:
+    server = serving(options={"runner": "local", "no_policies": ("x",)})
+    request = {"seed": "calculator", "plan": {"files": []}, **extra}
+
+    status, answer = post(server, json.dumps(request).encode())
+    allowed = {"seed": "calculator", "plan": {"files": []}, "policies": ["more"]}
+    status_ok, _ = post(server, json.dumps(allowed).encode())
+
+    assert status == 400
+    assert "unknown key" in answer["error"]["message"]
+    assert status_ok == 200
+    assert judged.calls[-1]["runner"] == "local"
+    assert judged.calls[-1]["no_policies"] == ("x",)
+    assert judged.calls[-1]["policies"] == ["more"]
+
+
+class Held(Judged):
+    """A judge that holds every plan until released, counting those it holds at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.running = self.most = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, **arguments: Any) -> Verdict:
+        with self._lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        self.release.wait(120)
+        with self._lock:
+            self.running -= 1
+        return super().__call__(**arguments)
+
+
+def test_no_more_than_jobs_run_and_jobs_plus_queue_are_admitted(
+    serving: Callable[..., VerdictServer],
+) -> None:
+    held = Held()
+    server = serving(judge=held, jobs=2, queue=3)
+    one = GOOD
+    two = json.dumps({"items": [json.loads(GOOD)] * 2}).encode()
+    answers: list[int] = []
+
+    def send(body: bytes, path: str) -> None:
+        answers.append(post(server, body, path=path)[0])
+
+    # 1 + 2 + 2: every place taken, two of them running.
+    senders = [
+        threading.Thread(target=send, args=(one, "/v1/verify")),
+        threading.Thread(target=send, args=(two, "/v1/verify/batch")),
+        threading.Thread(target=send, args=(two, "/v1/verify/batch")),
+    ]
+    for sender in senders:
+        sender.start()
+    assert wait_until(lambda: server.admission.admitted == 5, timeout=60)
+    assert wait_until(lambda: held.running == 2, timeout=60)
+
+    refused = [post(server, one), post(server, two, path="/v1/verify/batch")]
+
+    held.release.set()
+    for sender in senders:
+        sender.join(60)
+    assert [status for status, _ in refused] == [429, 429]
+    assert sorted(answers) == [200, 200, 200]
+    assert held.most == 2
+    assert len(held.calls) == 5
 
 
 # The reward functions' client side, against a server that answers what it likes.

@@ -24,7 +24,8 @@ With a token, every route but ``/v1/health`` needs ``Authorization: Bearer TOKEN
 
 Errors are JSON too: ``{"error": {"kind": ..., "message": ...}}`` with the status: 400 a
 request that is wrong (the message names what), 401 no or a wrong token, 404, 405, 411,
-413, 429, 503. Nothing is printed but the ``listening on`` line.
+413, 429, 500 (the verification failed unexpectedly: no verdict), 503. Nothing is
+printed but the ``listening on`` line.
 """
 
 from __future__ import annotations
@@ -124,6 +125,10 @@ def read_token(path: str | os.PathLike[str]) -> str:
 
 def check_settings(settings: ServerSettings) -> None:
     """:raises ServeError: a setting that would make the server unsafe or useless."""
+    if settings.token is not None and (
+        not settings.token or settings.token != settings.token.strip()
+    ):
+        raise ServeError("the token must not be empty nor begin or end with white space")
     if settings.token is None and not is_loopback(settings.host):
         raise ServeError(
             f"binding {settings.host}, which other machines may reach, needs a token: "
@@ -312,6 +317,11 @@ class _Handler(BaseHTTPRequestHandler):
         except HttpError as error:
             status, headers = error.status, error.headers
             body = {"error": {"kind": error.kind, "message": error.message}}
+        except Exception as error:
+            # No verdict was reached: an answer the client reads as such (5xx), no traceback.
+            status, headers = 500, {}
+            message = f"no verdict: {type(error).__name__}"
+            body = {"error": {"kind": "internal", "message": message}}
         data = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
         try:
             self.send_response(status)
