@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +21,13 @@ from conftest import wait_until
 
 from sandboxed_coding_agent import rewards
 from sandboxed_coding_agent.rewards import compute_score
-from sandboxed_coding_agent.server import ServeError, ServerSettings, VerdictServer, check_settings
+from sandboxed_coding_agent.server import (
+    ServeError,
+    ServerSettings,
+    VerdictServer,
+    check_settings,
+    offered_seeds,
+)
 from sandboxed_coding_agent.verification import Verdict, verify
 
 TOKEN = "t0ken-for-the-attacks"
@@ -241,6 +249,99 @@ def test_no_more_than_jobs_run_and_jobs_plus_queue_are_admitted(
     assert len(held.calls) == 5
 
 
+def test_a_seeds_folder_offers_its_own_seed_folders_only(tmp_path: Path) -> None:
+    seeds, elsewhere = tmp_path / "seeds", tmp_path / "elsewhere"
+    for folder in (seeds / "tiny", elsewhere, seeds / "not-a-seed"):
+        folder.mkdir(parents=True)
+    for folder in (seeds / "tiny", elsewhere):
+        (folder / "seed.toml").write_text('name = "x"\n')
+    os.symlink("/", seeds / "root")  # the whole machine
+    os.symlink(elsewhere, seeds / "linked")  # a seed, but not in the folder
+    os.mkdir(os.fsencode(seeds) + b"/bad-\xff")  # not UTF-8: no JSON answer carries it
+    (seeds / "new\nline").mkdir()
+    for odd in (os.fsencode(seeds) + b"/bad-\xff", os.fsencode(seeds / "new\nline")):
+        with open(odd + b"/seed.toml", "w") as manifest:
+            manifest.write('name = "x"\n')
+
+    offered = offered_seeds(["calculator", "tiny"], str(seeds))
+
+    assert offered == {"calculator": "calculator", "tiny": str(seeds / "tiny")}
+
+
+@pytest.mark.parametrize(
+    "request_head",
+    [
+        b"POST /v1/verify HTTP/1.1\r\n",  # no token
+        b"POST /v1/verify HTTP/1.1\r\nAuthorization: Bearer wrong\r\n"
+        b"Authorization: Bearer " + TOKEN.encode() + b"\r\n",  # the right one second
+        b"POST /v1/verify HTTP/1.1\r\nAuthorization: Bearer\r\n " + TOKEN.encode() + b"\r\n",
+        b"POST /v1/verify HTTP/1.1\r\nAuthorization: Bearer\t" + TOKEN.encode() + b"\r\n",
+        b"POST /v1/verify HTTP/1.1\r\nAuthorization: Basic " + TOKEN.encode() + b"\r\n",
+        b"POST /v1/verify HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.upper().encode() + b"\r\n",
+        b"POST /v1/verify HTTP/1.1\r\nAuthorization : Bearer " + TOKEN.encode() + b"\r\n",
+        b"POST /v1/verify HTTP/1.1\r\nX-Authorization: Bearer " + TOKEN.encode() + b"\r\n",
+        b"POST //v1/verify HTTP/1.1\r\n",
+        b"POST /v1/verify/ HTTP/1.1\r\n",
+        b"POST /v1/verify?token=" + TOKEN.encode() + b" HTTP/1.1\r\n",
+        b"POST /v1/./verify HTTP/1.1\r\n",
+        b"POST /v1/health/../verify HTTP/1.1\r\n",
+        b"POST http://127.0.0.1/v1/verify HTTP/1.1\r\n",
+        b"POST /v1/verify/batch HTTP/1.1\r\n",
+        b"POST /v1/verify\r\n",  # HTTP/0.9
+        b"POST /v1/verify HTTP/7.0\r\n",  # answered as to HTTP/0.9: no status line
+        b"GET /v1/verify HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\n",
+    ],
+)
+def test_no_request_without_the_token_reaches_the_judge(
+    serving: Callable[..., VerdictServer], judged: Judged, request_head: bytes
+) -> None:
+    server = serving()
+    data = request_head + b"Content-Length: " + str(len(GOOD)).encode() + b"\r\n\r\n" + GOOD
+    with socket.create_connection(server.server_address[:2], timeout=60) as connection:
+        connection.sendall(data)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+
+    head, _, body = answer.rpartition(b"\r\n\r\n")  # HTTP/0.9: a body alone
+    assert json.loads(body)["error"]["kind"] in ("usage", "unauthorized", "not-found"), answer
+    assert not head or head.split()[1] in (b"400", b"401", b"404", b"501", b"505"), answer
+    assert judged.calls == []
+    assert TOKEN.upper().encode() not in answer
+
+
+@pytest.mark.parametrize(
+    "trickle",
+    [
+        [b"POST /v1/verify HTTP/1.1\r\nX: ", b"y"],  # a header that never ends
+        [
+            f"POST /v1/verify HTTP/1.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+            "Content-Length: 1000000\r\n\r\n".encode(),
+            b" ",
+        ],  # a body that ends after the deadline
+    ],
+)
+def test_a_client_that_trickles_is_cut_off_at_the_read_deadline(
+    serving: Callable[..., VerdictServer], judged: Judged, trickle: list[bytes]
+) -> None:
+    server = serving(read_seconds=1.0)
+    connection = socket.create_connection(server.server_address[:2], timeout=60)
+    connection.sendall(trickle[0])
+    cut = False
+    for _ in range(6000):  # a byte every 10 ms: a minute at most, the deadline is 1 s
+        try:
+            connection.sendall(trickle[1])
+        except OSError:
+            cut = True
+            break
+        time.sleep(0.01)
+    connection.close()
+
+    assert cut, "the server still reads a request that began a minute ago"
+    assert judged.calls == []
+    assert post(server, GOOD)[0] == 200  # and others are served
+
+
 # The reward functions' client side, against a server that answers what it likes.
 
 COMPLETION = "```diff\n--- a/calculator.py\n+++ b/calculator.py\n@@ -1 +1 @@\n-a\n+b\n```"
@@ -396,3 +497,21 @@ def test_a_redirect_is_not_followed_and_the_token_goes_nowhere_else(
     assert "307" in str(found)
     assert elsewhere.heard == []
     assert f"Bearer {TOKEN}".encode() in server.heard[0]
+
+
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [
+        (b"GET /v1/health HTTP/1.1\r\nX: " + b"y" * 70_000 + b"\r\n\r\n", 431),
+        (b"GET /v1/health HTTP/1.1\r\n" + b"X: y\r\n" * 200 + b"\r\n", 431),
+        (b"GET /" + b"v" * 70_000 + b" HTTP/1.1\r\n\r\n", 414),
+        (b"PUT /v1/verify HTTP/1.1\r\n\r\n", 501),
+    ],
+)
+def test_what_http_server_itself_refuses_is_answered_in_json(
+    serving: Callable[..., VerdictServer], data: bytes, status: int
+) -> None:
+    found, answer = exchange(serving(), data)
+
+    assert found == status
+    assert answer["error"]["message"]

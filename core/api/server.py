@@ -17,7 +17,7 @@ What a client may not choose: a seed the server was not started with (a request 
 seed, never a path of the server's machine), the runner, the limits, or a policy to
 switch off: those are the server's, set when it starts. Bounds: ``jobs`` sandboxes at
 once, ``queue`` more requests waiting (beyond them, 429 with ``Retry-After``), a body of
-at most ``max_body_bytes`` (413) sent within ``READ_SECONDS`` of connecting, and at most
+at most ``max_body_bytes`` (413) sent within ``read_seconds`` of connecting, and at most
 ``MAX_CONNECTIONS_PER_SLOT`` open connections per admitted request (beyond them, 503).
 With a token, every route but ``/v1/health`` needs ``Authorization: Bearer TOKEN``
 (without it, the health answer leaves out the seeds).
@@ -39,6 +39,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -82,6 +83,7 @@ class ServerSettings:
     :ivar options: :func:`verify`'s options that are the server's (runner, limits,
         policies switched off, policy parameters).
     :ivar max_body_bytes: the largest request body.
+    :ivar read_seconds: seconds a client has, from connecting, to send its whole request.
     """
 
     host: str
@@ -92,6 +94,7 @@ class ServerSettings:
     seeds: Mapping[str, str]
     options: Mapping[str, Any] = attrs.field(factory=dict)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    read_seconds: float = READ_SECONDS
 
 
 def is_loopback(host: str) -> bool:
@@ -138,6 +141,8 @@ def check_settings(settings: ServerSettings) -> None:
         raise ServeError("no seed to offer: install a seed package or give --seeds DIR")
     if settings.jobs < 1 or settings.queue < 0 or settings.max_body_bytes < 1:
         raise ServeError("--jobs must be at least 1, --queue and --max-body-bytes not negative")
+    if not 0 < settings.read_seconds < float("inf"):
+        raise ServeError("the read deadline must be a positive number of seconds")
 
 
 class Admission:
@@ -289,8 +294,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        # The whole request must arrive within READ_SECONDS, however slowly it trickles in.
-        self._deadline = threading.Timer(READ_SECONDS, self._cut)
+        seconds = self.server.settings.read_seconds
+        self.connection.settimeout(seconds)
+        # The whole request must arrive within read_seconds, however slowly it trickles in.
+        self._deadline = threading.Timer(seconds, self._cut)
         self._deadline.daemon = True
         self._deadline.start()
 
@@ -301,6 +308,21 @@ class _Handler(BaseHTTPRequestHandler):
     def finish(self) -> None:
         self._deadline.cancel()
         super().finish()
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (a request line or a header too long, a method it
+        has no handler for, an HTTP/0.9 POST) in JSON too, as every other answer."""
+        self.close_connection = True
+        kind = "too-large" if code in (413, 414, 431) else "usage"
+        text = message or HTTPStatus(code).phrase
+        data = json.dumps({"error": {"kind": kind, "message": text}}).encode()
+        with suppress(OSError):
+            self.send_response(code, message)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Nothing on the terminal per request: the records keep what each one did."""
@@ -434,7 +456,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 def offered_seeds(installed: Sequence[str], folder: str | None) -> dict[str, str]:
     """The seeds a server offers: each installed seed by name, and each seed folder under
-    ``folder`` (a folder holding a ``seed.toml``) by its folder's name, which wins."""
+    ``folder`` (a folder holding a ``seed.toml``; not a symbolic link to one, and not one
+    whose name is not printable UTF-8 text) by its folder's name, which wins."""
     seeds = {name: name for name in installed}
     if folder is not None:
         try:
@@ -442,11 +465,21 @@ def offered_seeds(installed: Sequence[str], folder: str | None) -> dict[str, str
         except OSError as error:
             raise ServeError(f"cannot read --seeds {folder}: {error.strerror}") from None
         for entry in entries:
+            if not entry.name.isprintable() or not _is_utf8(entry.name):
+                continue  # a name no JSON answer could carry as it is, and no record either
             if entry.is_dir(follow_symlinks=False) and os.path.isfile(
                 os.path.join(entry.path, "seed.toml")
             ):
                 seeds[entry.name] = os.path.abspath(entry.path)
     return seeds
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def serve(settings: ServerSettings, said: Callable[[str], None]) -> None:
