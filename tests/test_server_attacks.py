@@ -515,3 +515,18 @@ def test_what_http_server_itself_refuses_is_answered_in_json(
 
     assert found == status
     assert answer["error"]["message"]
+
+
+def test_a_connection_carries_one_request_however_many_are_sent_on_it(
+    serving: Callable[..., VerdictServer], judged: Judged
+) -> None:
+    server = serving(jobs=1, queue=0)
+    one = (
+        f"POST /v1/verify HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer {TOKEN}\r\n"
+        f"Connection: keep-alive\r\nContent-Length: {len(GOOD)}\r\n\r\n"
+    ).encode() + GOOD
+
+    status, answer = exchange(server, one * 5)  # pipelined: past jobs + queue if all ran
+
+    assert status == 200, answer
+    assert len(judged.calls) == 1

@@ -348,7 +348,8 @@ def test_a_flood_of_connections_is_turned_away_without_a_thread_each(start_serve
     assert wait_until(lambda: server.call("GET", "/v1/health")[0] == 200, timeout=30)
 
 
-def test_ctrl_c_stops_the_server_and_every_sandbox(start_server: Any) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_the_server_and_every_sandbox(start_server: Any, stop: int) -> None:
     server = start_server("--jobs", "2")
     slow = threading.Thread(target=lambda: _ignore_errors(server, _request(SLOW)))
     slow.daemon = True
@@ -358,7 +359,7 @@ def test_ctrl_c_stops_the_server_and_every_sandbox(start_server: Any) -> None:
     time.sleep(1)
     below = _descendants(server.process.pid)
 
-    server.process.send_signal(signal.SIGINT)
+    server.process.send_signal(stop)
     _, stderr = server.process.communicate(timeout=30)
 
     assert server.process.returncode == 0, stderr
