@@ -530,3 +530,21 @@ def test_a_connection_carries_one_request_however_many_are_sent_on_it(
 
     assert status == 200, answer
     assert len(judged.calls) == 1
+
+
+def test_one_address_holding_connections_open_does_not_lock_others_out(
+    serving: Callable[..., VerdictServer], judged: Judged
+) -> None:
+    server = serving(jobs=1, queue=1)  # 2 * 2 + 4 = 8 connections, 4 from one address
+    held = []
+    for _ in range(server.max_connections):  # connects, and never sends a byte
+        connection = socket.socket()
+        connection.bind(("127.0.0.2", 0))  # another loopback address
+        connection.connect(server.server_address[:2])
+        held.append(connection)
+    # Accepted in the order they came: all of those before this one.
+    status, answer = post(server, GOOD)
+
+    assert status == 200, answer
+    for connection in held:
+        connection.close()

@@ -331,7 +331,7 @@ def test_a_slow_client_is_cut_off_and_others_are_served(start_server: Any) -> No
 
 
 def test_a_flood_of_connections_is_turned_away_without_a_thread_each(start_server: Any) -> None:
-    # jobs 1 + queue 1: at most 2 * 2 + 4 = 8 connections open at once.
+    # jobs 1 + queue 1: at most 2 * 2 + 4 = 8 connections open at once, 4 from one address.
     server = start_server("--jobs", "1", "--queue", "1")
     held = [socket.create_connection((server.host, server.port)) for _ in range(8)]
     time.sleep(0.5)  # each accepted and waiting for its request

@@ -18,7 +18,8 @@ seed, never a path of the server's machine), the runner, the limits, or a policy
 switch off: those are the server's, set when it starts. Bounds: ``jobs`` sandboxes at
 once, ``queue`` more requests waiting (beyond them, 429 with ``Retry-After``), a body of
 at most ``max_body_bytes`` (413) sent within ``read_seconds`` of connecting, and at most
-``MAX_CONNECTIONS_PER_SLOT`` open connections per admitted request (beyond them, 503).
+``MAX_CONNECTIONS_PER_SLOT`` open connections per admitted request, half of them at most
+from one client address (beyond them, 503).
 With a token, every route but ``/v1/health`` needs ``Authorization: Bearer TOKEN``
 (without it, the health answer leaves out the seeds).
 
@@ -249,7 +250,12 @@ class VerdictServer(ThreadingHTTPServer):
         self.judge = judge
         self.admission = Admission(settings.jobs, settings.queue)
         self.max_connections = MAX_CONNECTIONS_PER_SLOT * (settings.jobs + settings.queue) + 4
+        # Half of them per client address: room for every request one client may have
+        # admitted, and one host that holds its connections open cannot lock others out.
+        self.max_connections_per_address = self.max_connections // 2
         self._connections = threading.BoundedSemaphore(self.max_connections)
+        self._by_address: dict[str, int] = {}
+        self._by_address_lock = threading.Lock()
         family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
         self.address_family = family
         super().__init__((settings.host, settings.port), _Handler)
@@ -262,19 +268,38 @@ class VerdictServer(ThreadingHTTPServer):
         return f"http://{shown}:{port}"
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._connections.acquire(blocking=False):
+        address = str(client_address[0])
+        with self._by_address_lock:
+            held = self._by_address.get(address, 0)
+            room = held < self.max_connections_per_address
+            if room and self._connections.acquire(blocking=False):
+                self._by_address[address] = held + 1
+            else:
+                room = False
+        if not room:
             # No thread for it: a short answer, and the connection closed.
             with suppress(OSError):
                 request.sendall(_raw_response(503, "busy", "too many open connections"))
             self.shutdown_request(request)
             return
-        super().process_request(request, client_address)
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._release(address)
+            raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._connections.release()
+            self._release(str(client_address[0]))
+
+    def _release(self, address: str) -> None:
+        with self._by_address_lock:
+            left = self._by_address.pop(address) - 1
+            if left:
+                self._by_address[address] = left
+        self._connections.release()
 
 
 def _raw_response(status: int, kind: str, message: str) -> bytes:
