@@ -548,3 +548,27 @@ def test_one_address_holding_connections_open_does_not_lock_others_out(
     assert status == 200, answer
     for connection in held:
         connection.close()
+
+
+def test_a_client_that_never_reads_its_answer_holds_no_place_and_its_connection_ends(
+    serving: Callable[..., VerdictServer],
+) -> None:
+    judged = threading.Event()
+
+    def wordy(**arguments: Any) -> Verdict:  # an answer far larger than socket buffers
+        judged.set()
+        return Verdict(seed="calculator", passed=True, reward=1.0, test_output="x" * 50_000_000)
+
+    server = serving(judge=wordy, read_seconds=1.0)
+    connection = socket.create_connection(server.server_address[:2])
+    connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    connection.sendall(
+        f"POST /v1/verify HTTP/1.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+        f"Content-Length: {len(GOOD)}\r\n\r\n".encode()
+        + GOOD
+    )
+
+    assert judged.wait(60)
+    assert wait_until(lambda: server._by_address == {}, timeout=60)
+    assert server.admission.admitted == 0
+    connection.close()
