@@ -15,11 +15,12 @@ import json
 import math
 import re
 import socket
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from http.client import HTTPConnection, HTTPException
+from http.client import HTTPConnection, HTTPException, HTTPSConnection
 from typing import Any
 
 from sandboxed_coding_agent.verification import VerifyError, verify, verify_many
@@ -276,13 +277,10 @@ def _exchange(
         :data:`REMOTE_MAX_BYTES`.
     :raises HTTPException: the answer is not HTTP.
     """
-    import http.client
-    import threading
-
     left = deadline - time.monotonic()
     if left <= 0:
         raise TimeoutError("no time left")
-    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    kind = HTTPSConnection if parts.scheme == "https" else HTTPConnection
     connection = kind(parts.hostname or "", parts.port, timeout=left)
     try:
         connection.connect()
