@@ -331,7 +331,7 @@ def test_a_slow_client_is_cut_off_and_others_are_served(start_server: Any) -> No
 
 
 def test_a_flood_of_connections_is_turned_away_without_a_thread_each(start_server: Any) -> None:
-    # jobs 1 + queue 1: at most 2 * 2 + 4 = 8 connections open at once.
+    # jobs 1 + queue 1: at most 2 * 2 + 4 = 8 connections open at once, 4 from one address.
     server = start_server("--jobs", "1", "--queue", "1")
     held = [socket.create_connection((server.host, server.port)) for _ in range(8)]
     time.sleep(0.5)  # each accepted and waiting for its request
@@ -348,7 +348,8 @@ def test_a_flood_of_connections_is_turned_away_without_a_thread_each(start_serve
     assert wait_until(lambda: server.call("GET", "/v1/health")[0] == 200, timeout=30)
 
 
-def test_ctrl_c_stops_the_server_and_every_sandbox(start_server: Any) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_the_server_and_every_sandbox(start_server: Any, stop: int) -> None:
     server = start_server("--jobs", "2")
     slow = threading.Thread(target=lambda: _ignore_errors(server, _request(SLOW)))
     slow.daemon = True
@@ -358,7 +359,7 @@ def test_ctrl_c_stops_the_server_and_every_sandbox(start_server: Any) -> None:
     time.sleep(1)
     below = _descendants(server.process.pid)
 
-    server.process.send_signal(signal.SIGINT)
+    server.process.send_signal(stop)
     _, stderr = server.process.communicate(timeout=30)
 
     assert server.process.returncode == 0, stderr

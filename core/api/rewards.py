@@ -12,9 +12,15 @@ with.
 from __future__ import annotations
 
 import json
+import math
 import re
+import socket
+import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
+from http.client import HTTPConnection, HTTPException, HTTPSConnection
 from typing import Any
 
 from sandboxed_coding_agent.verification import VerifyError, verify, verify_many
@@ -180,8 +186,11 @@ REMOTE_OPTIONS = ("partial_credit", "policies")
 REMOTE_BATCH = 16
 #: How many times a request turned away for load (429, 503) is sent again.
 REMOTE_TRIES = 30
-#: Seconds a request to a server may take (its sandboxes' time included).
+#: Seconds one batch may take, from the first try to the last byte of the answer (its
+#: sandboxes' time and the waits a busy server asks for included): past them, no verdict.
 REMOTE_SECONDS = 600.0
+#: The largest answer read from a server; a longer one is no verdict.
+REMOTE_MAX_BYTES = 256 * 1024 * 1024
 
 
 def _check_remote_options(options: Mapping[str, Any]) -> None:
@@ -197,7 +206,7 @@ def _remote_rewards(
     url: str, token: str | None, requests: Sequence[Mapping[str, Any]]
 ) -> list[float | None]:
     """Each request's reward from the server at ``url``; ``None`` for those it did not
-    answer (it could not be reached, or it failed).
+    answer (it could not be reached, or it failed, or its answer is no reward).
 
     :raises VerifyError: the server refused a request as wrong (400, 401, 404, 413).
     """
@@ -209,67 +218,115 @@ def _remote_rewards(
         if not isinstance(verdicts, list) or len(verdicts) != len(chunk):
             rewards += [None] * len(chunk)
             continue
-        for verdict in verdicts:
-            reward = verdict.get("reward") if isinstance(verdict, dict) else None
-            if isinstance(reward, int | float) and not isinstance(reward, bool):
-                rewards.append(float(reward))
-            else:
-                rewards.append(None)
+        rewards += [_reward(verdict) for verdict in verdicts]
     return rewards
 
 
-def _post(address: str, token: str | None, body: object) -> object:
-    """The server's JSON answer; ``None`` when there is none to be had."""
-    import urllib.error
-    import urllib.request
+def _reward(verdict: object) -> float | None:
+    """A verdict's reward: a number from 0 to 1 (``NaN``, ``true``, ``"1"`` or 7 are none)."""
+    reward = verdict.get("reward") if isinstance(verdict, dict) else None
+    if isinstance(reward, int | float) and not isinstance(reward, bool) and 0 <= reward <= 1:
+        return float(reward)
+    return None
 
-    if not address.startswith(("http://", "https://")):
+
+def _post(address: str, token: str | None, body: object) -> object:
+    """The server's JSON answer; ``None`` when there is none to be had within
+    :data:`REMOTE_SECONDS`."""
+    parts = urllib.parse.urlsplit(address)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise VerifyError(f"url must start with http:// or https://, not {address!r}")
-    # No proxy from the environment and no redirect: the token goes to this server only.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _no_redirect()())
     headers = {"Content-Type": "application/json"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     data = json.dumps(body).encode("utf-8", "surrogatepass")
+    deadline = time.monotonic() + REMOTE_SECONDS
     for _ in range(REMOTE_TRIES):
-        request = urllib.request.Request(address, data=data, headers=headers, method="POST")  # noqa: S310 - http(s) only, checked above
         try:
-            with opener.open(request, timeout=REMOTE_SECONDS) as answer:
-                return json.loads(answer.read())
-        except urllib.error.HTTPError as error:
-            if error.code in (429, 503):
-                time.sleep(_retry_after(error.headers.get("Retry-After")))
-                continue
-            if error.code >= 500:
+            status, retry_after, answer = _exchange(parts, headers, data, deadline)
+        except (OSError, HTTPException, ValueError):
+            return None  # not reached, cut off, too slow, or not HTTP: no verdict
+        if status in (429, 503):
+            wait = _retry_after(retry_after)
+            if time.monotonic() + wait >= deadline:
                 return None
-            raise VerifyError(
-                f"the verdict server refused the request ({error.code}): {_message(error)}"
-            ) from None
-        except (OSError, ValueError):
-            return None  # not reached, cut off, or not JSON: no verdict
+            time.sleep(wait)
+            continue
+        if 200 <= status < 300:
+            try:
+                return json.loads(answer)
+            except (ValueError, RecursionError):
+                return None
+        if status >= 500:
+            return None
+        raise VerifyError(
+            f"the verdict server refused the request ({status}): {_message(status, answer)}"
+        )
     return None
 
 
-def _retry_after(value: object) -> float:
+def _exchange(
+    parts: urllib.parse.SplitResult, headers: Mapping[str, str], data: bytes, deadline: float
+) -> tuple[int, str | None, bytes]:
+    """One POST of ``data``: the answer's status, ``Retry-After`` and body.
+
+    No proxy from the environment and no redirect followed: the token goes to this server
+    only. The socket is shut at ``deadline`` however slowly the server drips its answer.
+
+    :raises OSError: not reached, cut off, past ``deadline``, or past
+        :data:`REMOTE_MAX_BYTES`.
+    :raises HTTPException: the answer is not HTTP.
+    """
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("no time left")
+    kind = HTTPSConnection if parts.scheme == "https" else HTTPConnection
+    connection = kind(parts.hostname or "", parts.port, timeout=left)
     try:
-        return min(max(float(str(value or 1)), 0.1), 30.0)
+        connection.connect()
+        watchdog = threading.Timer(max(deadline - time.monotonic(), 0.0), _shut, [connection])
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            connection.request("POST", target, body=data, headers=dict(headers))
+            answer = connection.getresponse()
+            read = bytearray()
+            # read1: what one read of the socket gives, so the deadline is looked at between
+            # the bytes of an answer that never ends (a shut socket may still take them in).
+            while chunk := answer.read1(1 << 20):
+                read += chunk
+                if len(read) > REMOTE_MAX_BYTES:
+                    raise OSError(f"an answer longer than {REMOTE_MAX_BYTES} bytes")
+                if time.monotonic() >= deadline:
+                    raise TimeoutError("the answer came too late")
+        finally:
+            watchdog.cancel()
+        if time.monotonic() >= deadline:
+            raise TimeoutError("the answer came too late")
+        return answer.status, answer.getheader("Retry-After"), bytes(read)
+    finally:
+        connection.close()
+
+
+def _shut(connection: HTTPConnection) -> None:
+    """Wakes a read blocked on ``connection`` (closing it from another thread would not)."""
+    if connection.sock is not None:
+        with suppress(OSError):
+            socket.socket.shutdown(connection.sock, socket.SHUT_RDWR)
+
+
+def _retry_after(value: str | None) -> float:
+    try:
+        seconds = float(value or 1)
     except ValueError:
         return 1.0
+    return min(max(seconds, 0.1), 30.0) if math.isfinite(seconds) else 1.0
 
 
-def _no_redirect() -> type:
-    import urllib.request
-
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-            return None  # the redirect is answered as the error it is
-
-    return NoRedirect
-
-
-def _message(error: Any) -> str:
+def _message(status: int, answer: bytes) -> str:
     try:
-        found = json.loads(error.read())["error"]["message"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return str(error.reason)
+        found = json.loads(answer)["error"]["message"]
+    except (ValueError, RecursionError, KeyError, TypeError):
+        return f"status {status}"
     return str(found)[:2000]

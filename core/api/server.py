@@ -17,14 +17,16 @@ What a client may not choose: a seed the server was not started with (a request 
 seed, never a path of the server's machine), the runner, the limits, or a policy to
 switch off: those are the server's, set when it starts. Bounds: ``jobs`` sandboxes at
 once, ``queue`` more requests waiting (beyond them, 429 with ``Retry-After``), a body of
-at most ``max_body_bytes`` (413) sent within ``READ_SECONDS`` of connecting, and at most
-``MAX_CONNECTIONS_PER_SLOT`` open connections per admitted request (beyond them, 503).
+at most ``max_body_bytes`` (413) sent within ``read_seconds`` of connecting, and at most
+``MAX_CONNECTIONS_PER_SLOT`` open connections per admitted request, half of them at most
+from one client address (beyond them, 503).
 With a token, every route but ``/v1/health`` needs ``Authorization: Bearer TOKEN``
 (without it, the health answer leaves out the seeds).
 
 Errors are JSON too: ``{"error": {"kind": ..., "message": ...}}`` with the status: 400 a
 request that is wrong (the message names what), 401 no or a wrong token, 404, 405, 411,
-413, 429, 503. Nothing is printed but the ``listening on`` line.
+413, 429, 500 (the verification failed unexpectedly: no verdict), 503. Nothing is
+printed but the ``listening on`` line.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -81,6 +84,7 @@ class ServerSettings:
     :ivar options: :func:`verify`'s options that are the server's (runner, limits,
         policies switched off, policy parameters).
     :ivar max_body_bytes: the largest request body.
+    :ivar read_seconds: seconds a client has, from connecting, to send its whole request.
     """
 
     host: str
@@ -91,6 +95,7 @@ class ServerSettings:
     seeds: Mapping[str, str]
     options: Mapping[str, Any] = attrs.field(factory=dict)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    read_seconds: float = READ_SECONDS
 
 
 def is_loopback(host: str) -> bool:
@@ -124,6 +129,10 @@ def read_token(path: str | os.PathLike[str]) -> str:
 
 def check_settings(settings: ServerSettings) -> None:
     """:raises ServeError: a setting that would make the server unsafe or useless."""
+    if settings.token is not None and (
+        not settings.token or settings.token != settings.token.strip()
+    ):
+        raise ServeError("the token must not be empty nor begin or end with white space")
     if settings.token is None and not is_loopback(settings.host):
         raise ServeError(
             f"binding {settings.host}, which other machines may reach, needs a token: "
@@ -133,6 +142,8 @@ def check_settings(settings: ServerSettings) -> None:
         raise ServeError("no seed to offer: install a seed package or give --seeds DIR")
     if settings.jobs < 1 or settings.queue < 0 or settings.max_body_bytes < 1:
         raise ServeError("--jobs must be at least 1, --queue and --max-body-bytes not negative")
+    if not 0 < settings.read_seconds < float("inf"):
+        raise ServeError("the read deadline must be a positive number of seconds")
 
 
 class Admission:
@@ -239,7 +250,12 @@ class VerdictServer(ThreadingHTTPServer):
         self.judge = judge
         self.admission = Admission(settings.jobs, settings.queue)
         self.max_connections = MAX_CONNECTIONS_PER_SLOT * (settings.jobs + settings.queue) + 4
+        # Half of them per client address: room for every request one client may have
+        # admitted, and one host that holds its connections open cannot lock others out.
+        self.max_connections_per_address = self.max_connections // 2
         self._connections = threading.BoundedSemaphore(self.max_connections)
+        self._by_address: dict[str, int] = {}
+        self._by_address_lock = threading.Lock()
         family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
         self.address_family = family
         super().__init__((settings.host, settings.port), _Handler)
@@ -252,19 +268,38 @@ class VerdictServer(ThreadingHTTPServer):
         return f"http://{shown}:{port}"
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._connections.acquire(blocking=False):
+        address = str(client_address[0])
+        with self._by_address_lock:
+            held = self._by_address.get(address, 0)
+            room = held < self.max_connections_per_address
+            if room and self._connections.acquire(blocking=False):
+                self._by_address[address] = held + 1
+            else:
+                room = False
+        if not room:
             # No thread for it: a short answer, and the connection closed.
             with suppress(OSError):
                 request.sendall(_raw_response(503, "busy", "too many open connections"))
             self.shutdown_request(request)
             return
-        super().process_request(request, client_address)
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._release(address)
+            raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._connections.release()
+            self._release(str(client_address[0]))
+
+    def _release(self, address: str) -> None:
+        with self._by_address_lock:
+            left = self._by_address.pop(address) - 1
+            if left:
+                self._by_address[address] = left
+        self._connections.release()
 
 
 def _raw_response(status: int, kind: str, message: str) -> bytes:
@@ -284,8 +319,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        # The whole request must arrive within READ_SECONDS, however slowly it trickles in.
-        self._deadline = threading.Timer(READ_SECONDS, self._cut)
+        seconds = self.server.settings.read_seconds
+        self.connection.settimeout(seconds)
+        # The whole request must arrive within read_seconds, however slowly it trickles in.
+        self._deadline = threading.Timer(seconds, self._cut)
         self._deadline.daemon = True
         self._deadline.start()
 
@@ -296,6 +333,21 @@ class _Handler(BaseHTTPRequestHandler):
     def finish(self) -> None:
         self._deadline.cancel()
         super().finish()
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (a request line or a header too long, a method it
+        has no handler for, an HTTP/0.9 POST) in JSON too, as every other answer."""
+        self.close_connection = True
+        kind = "too-large" if code in (413, 414, 431) else "usage"
+        text = message or HTTPStatus(code).phrase
+        data = json.dumps({"error": {"kind": kind, "message": text}}).encode()
+        with suppress(OSError):
+            self.send_response(code, message)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Nothing on the terminal per request: the records keep what each one did."""
@@ -312,6 +364,11 @@ class _Handler(BaseHTTPRequestHandler):
         except HttpError as error:
             status, headers = error.status, error.headers
             body = {"error": {"kind": error.kind, "message": error.message}}
+        except Exception as error:
+            # No verdict was reached: an answer the client reads as such (5xx), no traceback.
+            status, headers = 500, {}
+            message = f"no verdict: {type(error).__name__}"
+            body = {"error": {"kind": "internal", "message": message}}
         data = json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
         try:
             self.send_response(status)
@@ -382,14 +439,17 @@ class _Handler(BaseHTTPRequestHandler):
     def _body(self) -> object:
         if self.headers.get("Transfer-Encoding"):
             raise HttpError(411, "length-required", "send the body with a Content-Length")
-        length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
+        given = self.headers.get("Content-Length", "").strip()
+        # ASCII digits only ("²" is a digit to str.isdigit, not to int), and few of them.
+        if not (given.isascii() and given.isdigit()):
             raise HttpError(411, "length-required", "send the body with a Content-Length")
+        digits = given.lstrip("0") or "0"
         bound = self.server.settings.max_body_bytes
-        if int(length) > bound:
+        if len(digits) > len(str(bound)) or int(digits) > bound:
             raise HttpError(413, "too-large", f"the body is larger than {bound} bytes")
-        data = self.rfile.read(int(length))
-        if len(data) != int(length):
+        length = int(digits)
+        data = self.rfile.read(length)
+        if len(data) != length:
             raise HttpError(400, "usage", "the body ended before its Content-Length")
         try:
             return json.loads(data)
@@ -421,7 +481,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 def offered_seeds(installed: Sequence[str], folder: str | None) -> dict[str, str]:
     """The seeds a server offers: each installed seed by name, and each seed folder under
-    ``folder`` (a folder holding a ``seed.toml``) by its folder's name, which wins."""
+    ``folder`` (a folder holding a ``seed.toml``; not a symbolic link to one, and not one
+    whose name is not printable UTF-8 text) by its folder's name, which wins."""
     seeds = {name: name for name in installed}
     if folder is not None:
         try:
@@ -429,11 +490,21 @@ def offered_seeds(installed: Sequence[str], folder: str | None) -> dict[str, str
         except OSError as error:
             raise ServeError(f"cannot read --seeds {folder}: {error.strerror}") from None
         for entry in entries:
+            if not entry.name.isprintable() or not _is_utf8(entry.name):
+                continue  # a name no JSON answer could carry as it is, and no record either
             if entry.is_dir(follow_symlinks=False) and os.path.isfile(
                 os.path.join(entry.path, "seed.toml")
             ):
                 seeds[entry.name] = os.path.abspath(entry.path)
     return seeds
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def serve(settings: ServerSettings, said: Callable[[str], None]) -> None:

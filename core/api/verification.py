@@ -360,7 +360,7 @@ def _read_plan(plan: object, seed: SeedProject) -> PatchPlan | PlanRejected:
     if isinstance(plan, Mapping):
         try:
             data = json.dumps(plan, ensure_ascii=False).encode("utf-8", "surrogatepass")
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, RecursionError) as error:
             raise VerifyError(f"the plan mapping is not JSON data: {error}") from None
     elif isinstance(plan, str):
         data = plan.encode("utf-8", "surrogatepass")
