@@ -1,0 +1,330 @@
+"""`agent batch --executor ray`: tasks run on the nodes of a real Ray cluster, each with the
+local sandbox there; the results come back to the driver, which alone writes them.
+
+The cluster (a head and a second node with its own temporary folder, one CPU each), the
+loopback provider and the driver all run in a network namespace of their own, holding
+only loopback: Ray's servers bind every interface of the namespace they are in, and there
+it is 127.0.0.1 alone. Making the namespace needs root; the module skips without it. One
+cluster serves every test of the module; it is ended by killing every process of the
+namespace (each one this module started), never by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+from conftest import AGENT, API_KEY, MODEL, wait_until
+
+TESTS = Path(__file__).resolve().parent
+CALCULATOR = TESTS.parent / "seed_projects" / "calculator"
+BIN = Path(sys.executable).parent
+HEAD_PORT = 6380
+
+#: A provider for the namespace: the fix, unless the task's prompt says otherwise. BREAK:
+#: a plan that breaks the calculator; SLOW-ONCE: the fix, after 30 s the first time it is
+#: asked (a node is killed meanwhile), at once after; HANG: the fix after five minutes.
+PROVIDER = """
+import json, sys, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+sys.path.insert(0, {tests!r})
+from conftest import FIXED_CALCULATOR, completion, plan_json
+
+BROKEN = FIXED_CALCULATOR.replace("left + right", "left - right")
+seen = set()
+lock = threading.Lock()
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *args):
+        pass
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
+        with open({log!r}, "a") as log:
+            log.write(" ".join(m for m in ("BREAK", "HANG", "SLOW-ONCE") if m in body) + "\\n")
+        source = FIXED_CALCULATOR
+        if "BREAK" in body:
+            source = BROKEN
+        if "HANG" in body:
+            time.sleep(300)
+        if "SLOW-ONCE" in body:
+            with lock:
+                first = "SLOW-ONCE" not in seen
+                seen.add("SLOW-ONCE")
+            if first:
+                time.sleep(30)
+        reply = json.dumps(completion(plan_json(("calculator.py", source)))).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server.daemon_threads = True
+with open({port_file!r} + ".part", "w") as out:
+    out.write(str(server.server_address[1]))
+import os
+os.rename({port_file!r} + ".part", {port_file!r})
+server.serve_forever(poll_interval=0.05)
+"""
+
+
+@attrs.frozen
+class Cluster:
+    holder: subprocess.Popen[str]
+    namespace: str
+    address: str
+    env: dict[str, str]
+    folder: Path
+    requests: Path
+
+    def command(self, *args: str) -> list[str]:
+        """``args`` run in the cluster's network namespace."""
+        return ["nsenter", f"--net=/proc/{self.holder.pid}/ns/net", *args]
+
+    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(*args),
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def batch(self, tasks: Path, out: Path, *more: str) -> list[str]:
+        """``agent batch`` on the cluster, as its words."""
+        return [
+            str(AGENT), "batch", str(tasks), "--out", str(out),
+            "--executor", "ray", "--ray-address", self.address, *more,
+        ]  # fmt: skip
+
+    def pids(self) -> list[int]:
+        """Every process in the namespace but its holder."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == self.holder.pid:
+                continue
+            with contextlib.suppress(OSError):
+                if os.readlink(entry / "ns" / "net") == self.namespace:
+                    found.append(int(entry.name))
+        return found
+
+    def workers_running_a_task(self) -> list[int]:
+        """The Ray worker processes running a task of the batch (by their title)."""
+        found = []
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+                if title.startswith(b"ray::run_ray_job"):
+                    found.append(pid)
+        return found
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "a network namespace of loopback only needs root (unshare --net)"
+    for tool in ("unshare", "nsenter", "ip"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    if not (BIN / "ray").is_file():
+        return "Ray is not installed (the extra sandboxed-coding-agent[ray])"
+    return None
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    reason = _skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    folder = tmp_path_factory.mktemp("ray")
+    holder = subprocess.Popen(
+        ["unshare", "--net", "sh", "-c", "ip link set lo up && echo up && exec sleep 900"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CODING_AGENT_", "SANDBOXED_CODING_AGENT_", "RAY_"))
+    }
+    (folder / "tmp").mkdir()
+    env.update(
+        CODING_AGENT_MODEL=MODEL,
+        CODING_AGENT_API_KEY=API_KEY,
+        TMPDIR=str(folder / "tmp"),
+        XDG_STATE_HOME=str(folder / "state"),
+        RAY_USAGE_STATS_ENABLED="0",
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+    )
+    assert holder.stdout.readline().strip() == "up"
+    namespace = os.readlink(f"/proc/{holder.pid}/ns/net")
+    partial = Cluster(
+        holder, namespace, f"127.0.0.1:{HEAD_PORT}", env, folder, folder / "requests.jsonl"
+    )
+    try:
+        port_file = folder / "provider-port"
+        script = PROVIDER.format(
+            tests=str(TESTS), log=str(partial.requests), port_file=str(port_file)
+        )
+        subprocess.Popen(partial.command(sys.executable, "-c", script), env=env)
+        assert wait_until(port_file.exists, timeout=20)
+        env["CODING_AGENT_BASE_URL"] = f"http://127.0.0.1:{port_file.read_text()}/v1"
+        common = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats"]
+        head = partial.run(
+            "ray", "start", "--head", f"--port={HEAD_PORT}", "--include-dashboard=false",
+            f"--temp-dir={folder / 'head'}", *common,
+        )  # fmt: skip
+        assert head.returncode == 0, head.stderr[-2000:]
+        node = partial.run(
+            "ray", "start", f"--address={partial.address}", f"--temp-dir={folder / 'node'}",
+            *common,
+        )  # fmt: skip
+        assert node.returncode == 0, node.stderr[-2000:]
+        yield partial
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in partial.pids():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            wait_until(lambda: not partial.pids(), timeout=10)
+        holder.kill()
+        holder.wait()
+        assert not partial.pids()
+
+
+def write_tasks(path: Path, lines: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def results(path: Path) -> list[dict[str, object]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_a_batch_runs_across_the_nodes_with_every_verdict_right(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    seed = tmp_path / "my-calculator"  # a folder: it travels by content
+    shutil.copytree(CALCULATOR, seed)
+    (seed / "seed.toml").write_text(
+        'name = "my-calculator"\ndescription = "the calculator"\ntests = ["check_calculator.py"]\n'
+        'editable = ["calculator.py"]\ndefault_prompt = "Fix add."\n'
+        'test_command = ["python", "-m", "unittest", "-v", "check_calculator"]\n'
+    )
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl",
+        [
+            {"seed": "calculator", "id": "fix-1"},
+            {"seed": "calculator", "id": "break", "prompt": "BREAK the calculator."},
+            {"seed": str(seed), "id": "folder"},
+            {"seed": "calculator", "id": "fix-2"},
+        ],
+    )
+    out = tmp_path / "results.jsonl"
+
+    done = cluster.run(*cluster.batch(tasks, out, "--json"))
+
+    assert done.returncode == 1, done.stderr[-3000:]
+    found = {r["id"]: r for r in results(out)}
+    assert {k: r["status"] for k, r in found.items()} == {
+        "fix-1": "passed",
+        "break": "failed",
+        "folder": "passed",
+        "fix-2": "passed",
+    }
+    assert found["folder"]["seed"] == str(seed)
+    assert "agent-seed-" not in json.dumps(found["folder"])  # the node's copy is not named
+    assert {r["executor"] for r in found.values()} == {"ray"}
+    workers = {r["worker"] for r in found.values()}
+    assert len(workers) == 2, workers  # both nodes ran tasks
+    assert all(isinstance(w, str) and len(w) == 56 for w in workers)
+    summary = json.loads(done.stdout)
+    assert summary["counts"]["passed"] == 3
+    # The seed folder was unpacked on its node in a temporary folder, removed since.
+    assert not list((cluster.folder / "tmp").glob("agent-seed-*"))
+
+
+def test_a_worker_killed_mid_task_has_its_task_run_again_once(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl", [{"seed": "calculator", "id": "slow", "prompt": "SLOW-ONCE"}]
+    )
+    out = tmp_path / "results.jsonl"
+    batch = subprocess.Popen(
+        cluster.command(*cluster.batch(tasks, out)),
+        env=cluster.env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_until(lambda: len(cluster.workers_running_a_task()) == 1, timeout=60)
+        assert wait_until(lambda: "SLOW-ONCE" in _read(cluster.requests), timeout=30)
+        (victim,) = cluster.workers_running_a_task()
+        os.kill(victim, signal.SIGKILL)
+        _, stderr = batch.communicate(timeout=90)
+    finally:
+        if batch.poll() is None:
+            batch.kill()
+            batch.wait()
+
+    assert batch.returncode == 0, stderr[-3000:]
+    (line,) = results(out)  # counted once
+    assert line["status"] == "passed"
+    assert line["executor"] == "ray"
+    assert _read(cluster.requests).count("SLOW-ONCE") == 2  # asked again by the second run
+
+
+def test_ctrl_c_cancels_the_clusters_tasks(cluster: Cluster, tmp_path: Path) -> None:
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl",
+        [{"seed": "calculator", "id": f"hang-{n}", "prompt": "HANG"} for n in (1, 2, 3)],
+    )
+    out = tmp_path / "results.jsonl"
+    batch = subprocess.Popen(
+        cluster.command(*cluster.batch(tasks, out)),
+        env=cluster.env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_until(lambda: len(cluster.workers_running_a_task()) == 2, timeout=60)
+        assert wait_until(lambda: _read(cluster.requests).count("HANG") >= 2, timeout=30)
+        time.sleep(0.5)
+        started = time.monotonic()
+        batch.send_signal(signal.SIGINT)
+        _, stderr = batch.communicate(timeout=60)
+        took = time.monotonic() - started
+    finally:
+        if batch.poll() is None:
+            batch.kill()
+            batch.wait()
+
+    assert batch.returncode == 130, stderr[-3000:]
+    assert took < 20, took
+    assert "interrupted" in stderr
+    assert "--resume" in stderr
+    assert results(out) == []
+    assert wait_until(lambda: not cluster.workers_running_a_task(), timeout=15)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
