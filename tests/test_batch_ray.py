@@ -19,12 +19,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
 import pytest
-from conftest import AGENT, API_KEY, MODEL, wait_until
+from conftest import AGENT, API_KEY, FIXED_CALCULATOR, MODEL, AgentRun, plan_json, wait_until
 
 TESTS = Path(__file__).resolve().parent
 CALCULATOR = TESTS.parent / "seed_projects" / "calculator"
@@ -205,6 +205,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         assert not partial.pids()
 
 
+def calculator_folder(tmp_path: Path) -> Path:
+    """The calculator as a seed folder of its own."""
+    seed = tmp_path / "my-calculator"
+    shutil.copytree(CALCULATOR, seed)
+    (seed / "seed.toml").write_text(
+        'name = "my-calculator"\ndescription = "the calculator"\n'
+        'tests = ["check_calculator.py"]\neditable = ["calculator.py"]\n'
+        'default_prompt = "Fix add."\n'
+        'test_command = ["python", "-m", "unittest", "-v", "check_calculator"]\n'
+    )
+    return seed
+
+
 def write_tasks(path: Path, lines: list[dict[str, object]]) -> Path:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return path
@@ -219,13 +232,7 @@ def results(path: Path) -> list[dict[str, object]]:
 def test_a_batch_runs_across_the_nodes_with_every_verdict_right(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    seed = tmp_path / "my-calculator"  # a folder: it travels by content
-    shutil.copytree(CALCULATOR, seed)
-    (seed / "seed.toml").write_text(
-        'name = "my-calculator"\ndescription = "the calculator"\ntests = ["check_calculator.py"]\n'
-        'editable = ["calculator.py"]\ndefault_prompt = "Fix add."\n'
-        'test_command = ["python", "-m", "unittest", "-v", "check_calculator"]\n'
-    )
+    seed = calculator_folder(tmp_path)  # a folder: it travels by content
     tasks = write_tasks(
         tmp_path / "tasks.jsonl",
         [
@@ -328,3 +335,148 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return ""
+
+
+def test_verify_many_tests_plans_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    seed = calculator_folder(tmp_path)
+    fixed = plan_json(("calculator.py", FIXED_CALCULATOR))
+    broken = plan_json(("calculator.py", FIXED_CALCULATOR.replace("left + right", "left * right")))
+    script = (
+        "import json\nfrom sandboxed_coding_agent import verify_many\n"
+        f"items = [('calculator', {fixed!r}), ('calculator', {broken!r}), "
+        f"({str(seed)!r}, {fixed!r})]\n"
+        f"found = verify_many(items, executor='ray', ray_address={cluster.address!r})\n"
+        "print(json.dumps(sorted([i, v.reward, v.seed, v.error and v.error.message] "
+        "for i, v in found)))\n"
+    )
+
+    done = cluster.run(sys.executable, "-c", script)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == [
+        [0, 1.0, "calculator", None],
+        [1, 0.0, "calculator", None],
+        [2, 1.0, str(seed), None],
+    ]
+
+
+# Without a cluster: what travels, and what a batch refuses before it starts.
+
+
+def test_a_seed_folder_travels_by_content_and_is_unpacked_whole(tmp_path: Path) -> None:
+    from sandboxed_coding_agent.core.batches.seed_bundles import pack_seed, unpack_seed
+
+    seed = tmp_path / "seed"
+    (seed / "pkg" / "deep").mkdir(parents=True)
+    (seed / "seed.toml").write_text("name = 'x'\n")
+    (seed / "pkg" / "deep" / "mod.py").write_bytes(b"\xff\x00binary")
+    (seed / "run.sh").write_text("#!/bin/sh\n")
+    (seed / "run.sh").chmod(0o755)
+    (seed / ".git").mkdir()
+    (seed / ".git" / "HEAD").write_text("ref\n")
+    (seed / "pkg" / "__pycache__").mkdir()
+
+    bundle = pack_seed(str(seed))
+    assert bundle is not None
+    assert pack_seed("calculator") is None  # an installed seed travels by name
+    into = tmp_path / "node"
+    into.mkdir()
+    assert unpack_seed(bundle, into) == str(into)
+    copied = sorted(p.relative_to(into).as_posix() for p in into.rglob("*"))
+    assert copied == ["pkg", "pkg/deep", "pkg/deep/mod.py", "run.sh", "seed.toml"]
+    assert (into / "pkg" / "deep" / "mod.py").read_bytes() == b"\xff\x00binary"
+    assert os.access(into / "run.sh", os.X_OK)
+    assert not os.access(into / "seed.toml", os.X_OK)
+
+    named = pack_seed(str(seed / "seed.toml"))  # the manifest named: the same, named so
+    assert named is not None
+    again = tmp_path / "again"
+    again.mkdir()
+    assert unpack_seed(named, again) == str(again / "seed.toml")
+
+
+def test_a_seed_folder_that_cannot_travel_is_refused_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandboxed_coding_agent.core.batches import seed_bundles
+    from sandboxed_coding_agent.core.errors import UsageError
+
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    (seed / "seed.toml").write_text("name = 'x'\n")
+    (seed / "big.bin").write_bytes(b"x" * 1000)
+    monkeypatch.setattr(seed_bundles, "MAX_BUNDLE_BYTES", 999)
+    with pytest.raises(UsageError, match="more than 999 bytes"):
+        seed_bundles.pack_seed(str(seed))
+    monkeypatch.undo()
+    (seed / "link").symlink_to("/etc/passwd")
+    with pytest.raises(UsageError, match="symbolic link, 'link'"):
+        seed_bundles.pack_seed(str(seed))
+    with pytest.raises(UsageError, match="cannot read the seed folder"):
+        seed_bundles.pack_seed(str(tmp_path / "missing"))
+    outside = seed_bundles.SeedBundle(manifest=None, folders=(), files=(("../x", b"", False),))
+    with pytest.raises(UsageError, match="outside its folder"):
+        seed_bundles.unpack_seed(outside, tmp_path / "seed")
+
+
+def test_ray_not_installed_is_a_usage_error_saying_how_to_install_it(
+    run_agent: Callable[..., AgentRun], tmp_path: Path
+) -> None:
+    shadow = tmp_path / "shadow" / "ray"  # a Ray that cannot be imported
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"seed": "calculator"}])
+    out = tmp_path / "results.jsonl"
+
+    run = run_agent(
+        "batch", str(tasks), "--out", str(out), "--executor", "ray",
+        env={"PYTHONPATH": str(tmp_path / "shadow")},
+    )  # fmt: skip
+
+    assert run.returncode == 2, run.stderr
+    assert "sandboxed-coding-agent[ray]" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--executor", "dask"], "unknown executor 'dask'; the executors are: local, ray"),
+        (["--ray-address", "127.0.0.1:1"], "--ray-address and --ray-cpus go with --executor ray"),
+    ],
+)
+def test_an_executor_option_given_wrong_is_a_usage_error(
+    run_agent: Callable[..., AgentRun], tmp_path: Path, args: list[str], said: str
+) -> None:
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"seed": "calculator"}])
+    out = tmp_path / "results.jsonl"
+
+    run = run_agent("batch", str(tasks), "--out", str(out), *args)
+
+    assert run.returncode == 2, run.stderr
+    assert said in run.stderr
+    assert not out.exists()
+
+
+def test_verify_many_on_ray_without_ray_says_how_to_install_it(tmp_path: Path) -> None:
+    shadow = tmp_path / "shadow" / "ray"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    script = (
+        "from sandboxed_coding_agent import VerifyError, verify_many\n"
+        "try:\n    verify_many([('calculator', 'x')], executor='ray')\n"
+        "except VerifyError as error:\n    print('REFUSED', error.message)\n"
+    )
+
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "shadow")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("REFUSED executor='ray' needs Ray"), done.stdout
+    assert "sandboxed-coding-agent[ray]" in done.stdout

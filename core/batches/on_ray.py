@@ -67,14 +67,14 @@ POLL_SECONDS = 0.5
 UV_HOOK = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
 
 
-def import_ray() -> ModuleType:
-    """Ray, or a usage error saying how to install it."""
+def import_ray(asked_by: str = "--executor ray") -> ModuleType:
+    """Ray, or a usage error saying how to install it (and that ``asked_by`` needs it)."""
     os.environ.setdefault(UV_HOOK, "0")  # read by Ray as it is imported
     try:
         return importlib.import_module("ray")
     except ImportError as error:
         raise UsageError(
-            f"--executor ray needs Ray, which is not installed ({error}); install the "
+            f"{asked_by} needs Ray, which is not installed ({error}); install the "
             f"extra: {RAY_INSTALL}"
         ) from None
 
@@ -122,7 +122,7 @@ def run_on_ray(
     """
     ray = import_ray()
     bundles = _bundles(tasks)
-    _connect(ray, address)
+    owned = connect(ray, address)
     try:
         remote = ray.remote(num_cpus=cpus, max_retries=RETRIES, retry_exceptions=False)(run_ray_job)
         bound = jobs or max(1, int(ray.cluster_resources().get("CPU", 1) // cpus))
@@ -157,8 +157,9 @@ def run_on_ray(
             _cancel(ray, running, ledger, finished, interrupted, gave_up, grace_seconds)
             raise
     finally:
-        with contextlib.suppress(Exception):
-            ray.shutdown()
+        if owned:
+            with contextlib.suppress(Exception):
+                ray.shutdown()
 
 
 def _bundles(tasks: Sequence[TaskLine]) -> dict[str, SeedBundle]:
@@ -173,7 +174,14 @@ def _bundles(tasks: Sequence[TaskLine]) -> dict[str, SeedBundle]:
     return found
 
 
-def _connect(ray: ModuleType, address: str | None) -> None:
+def connect(ray: ModuleType, address: str | None) -> bool:
+    """Connect this process to the cluster at ``address``, unless it is connected already
+    (a program running on Ray); whether it connected, and so should disconnect.
+
+    :raises UsageError: no cluster answers there.
+    """
+    if ray.is_initialized():
+        return False
     where = address or os.environ.get("RAY_ADDRESS") or "auto"
     try:
         ray.init(
@@ -190,6 +198,7 @@ def _connect(ray: ModuleType, address: str | None) -> None:
         )
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise UsageError(f"cannot reach a Ray cluster at {where!r}: {first}; {hint}") from None
+    return True
 
 
 def _count(ledger: Ledger, result: TaskResult) -> None:

@@ -273,6 +273,7 @@ def batch(
             try:
                 if on_ray:
                     from ..batches.on_ray import run_on_ray
+                    from ..plugins import disabled_from_environment
 
                     run_on_ray(
                         waiting,
@@ -281,7 +282,10 @@ def batch(
                         jobs=jobs,
                         model=model,
                         ledger=ledger,
-                        disabled=terminal.state["disabled_plugins"],
+                        disabled=[
+                            *disabled_from_environment(),
+                            *terminal.state["disabled_plugins"],
+                        ],
                         run_here=run_here,
                         started=started,
                         finished=finished,
