@@ -337,6 +337,22 @@ def _read(path: Path) -> str:
         return ""
 
 
+def test_an_address_nothing_answers_at_is_a_usage_error_at_once(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    tasks = write_tasks(tmp_path / "tasks.jsonl", [{"seed": "calculator"}])
+    out = tmp_path / "results.jsonl"
+    started = time.monotonic()
+
+    done = cluster.run(*cluster.batch(tasks, out)[:-1], "127.0.0.1:1")
+
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "cannot reach a Ray cluster at '127.0.0.1:1': Connection refused" in done.stderr
+    assert time.monotonic() - started < 20
+    assert "Traceback" not in done.stderr
+    assert results(out) == []
+
+
 def test_verify_many_tests_plans_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
     seed = calculator_folder(tmp_path)
     fixed = plan_json(("calculator.py", FIXED_CALCULATOR))

@@ -31,6 +31,7 @@ import importlib
 import json
 import os
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -59,6 +60,8 @@ EXECUTORS = ("local", "ray")
 RETRIES = 1
 #: How long the driver waits for a result before it looks again (Ctrl-C is seen then).
 POLL_SECONDS = 0.5
+#: How long the driver tries to reach the cluster's address before it gives up.
+CONNECT_SECONDS = 5.0
 
 
 #: Ray's own switch that, for a driver started by ``uv run``, uploads the current folder
@@ -183,6 +186,12 @@ def connect(ray: ModuleType, address: str | None) -> bool:
     if ray.is_initialized():
         return False
     where = address or os.environ.get("RAY_ADDRESS") or "auto"
+    problem = _unreachable(where)
+    if problem is not None:  # Ray itself would retry for minutes
+        raise UsageError(
+            f"cannot reach a Ray cluster at {where!r}: {problem}; check the address "
+            "(`ray status --address ADDR`) and that this machine reaches it"
+        )
     try:
         ray.init(
             address=where,
@@ -199,6 +208,19 @@ def connect(ray: ModuleType, address: str | None) -> bool:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise UsageError(f"cannot reach a Ray cluster at {where!r}: {first}; {hint}") from None
     return True
+
+
+def _unreachable(where: str) -> str | None:
+    """Why nothing answers at the cluster address ``where`` (``HOST:PORT``, or
+    ``ray://HOST:PORT``); ``None`` when something does, or it names no port (``auto``)."""
+    host, colon, port = where.removeprefix("ray://").rpartition(":")
+    if not colon or not port.isdigit() or not host:
+        return None if where == "auto" else "it is not HOST:PORT"
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS):
+            return None
+    except (OSError, ValueError, OverflowError) as error:
+        return getattr(error, "strerror", None) or str(error) or type(error).__name__
 
 
 def _count(ledger: Ledger, result: TaskResult) -> None:
