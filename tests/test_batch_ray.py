@@ -266,6 +266,37 @@ def test_a_batch_runs_across_the_nodes_with_every_verdict_right(
     assert not list((cluster.folder / "tmp").glob("agent-seed-*"))
 
 
+def test_a_budget_bounds_the_batch_and_resume_runs_what_it_stopped(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl", [{"seed": "calculator", "id": f"t{n}"} for n in (1, 2, 3)]
+    )
+    out = tmp_path / "results.jsonl"
+
+    spent = cluster.run(*cluster.batch(tasks, out, "--jobs", "1", "--max-planner-calls", "1"))
+
+    assert spent.returncode == 6, spent.stderr[-3000:]
+    first = results(out)
+    assert [(r["id"], r["status"]) for r in first] == [
+        ("t1", "passed"),
+        ("t2", "budget"),
+        ("t3", "budget"),
+    ]
+    assert first[1]["worker"] is None  # never sent to a node
+    assert first[0]["spend"]["planner_calls"] == 1
+
+    resumed = cluster.run(*cluster.batch(tasks, out, "--resume"))
+
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    again = results(out)
+    assert sorted((r["id"], r["status"]) for r in again[3:]) == [
+        ("t2", "passed"),
+        ("t3", "passed"),
+    ]
+    assert {r["executor"] for r in again} == {"ray"}
+
+
 def test_a_worker_killed_mid_task_has_its_task_run_again_once(
     cluster: Cluster, tmp_path: Path
 ) -> None:

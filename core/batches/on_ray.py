@@ -137,7 +137,8 @@ def run_on_ray(
                     task_line = waiting.pop(0)
                     started(task_line)
                     if ledger.reached() is not None:  # nothing to send: it ends as budget
-                        finished(run_here(task_line))
+                        unsent = run_here(task_line)
+                        finished(attrs.evolve(unsent, executor="ray", worker=None))
                         continue
                     job = RayJob(
                         task_line=task_line,
@@ -152,12 +153,12 @@ def run_on_ray(
                 if running:
                     ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_SECONDS)
                     for ref in ready:
-                        result = _collected(ray, ref, running.pop(ref))
+                        result = _collected(ray, ref, running.pop(ref), model)
                         if result is not None:
                             _count(ledger, result)
                             finished(result)
         except KeyboardInterrupt:
-            _cancel(ray, running, ledger, finished, interrupted, gave_up, grace_seconds)
+            _cancel(ray, running, ledger, model, finished, interrupted, gave_up, grace_seconds)
             raise
     finally:
         if owned:
@@ -229,7 +230,9 @@ def _count(ledger: Ledger, result: TaskResult) -> None:
         ledger.add(result.spend)
 
 
-def _collected(ray: ModuleType, ref: Any, task_line: TaskLine) -> TaskResult | None:
+def _collected(
+    ray: ModuleType, ref: Any, task_line: TaskLine, model: str | None
+) -> TaskResult | None:
     """The result of a finished Ray task; ``None`` for one the interrupt stopped."""
     exceptions = ray.exceptions
     try:
@@ -237,14 +240,15 @@ def _collected(ray: ModuleType, ref: Any, task_line: TaskLine) -> TaskResult | N
     except exceptions.TaskCancelledError:
         return None
     except exceptions.RayTaskError as error:  # the task's own code failed: a bug
-        return _failed(task_line, "internal-error", "internal", f"on the Ray node: {error}")
+        message = f"on the Ray node: {error}"
+        return _failed(task_line, model, "internal-error", "internal", message)
     except exceptions.RayError as error:  # the node or its worker was lost, again
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         message = (
             f"the Ray node running the task was lost, and so was the one that ran it again "
             f"({type(error).__name__}: {first}); no verdict was reached"
         )
-        return _failed(task_line, "sandbox-error", "sandbox", message)
+        return _failed(task_line, model, "sandbox-error", "sandbox", message)
     if not line:
         return None  # stopped by the interrupt on its node: no result, --resume runs it
     result = structure(json.loads(line), TaskResult)
@@ -253,7 +257,9 @@ def _collected(ray: ModuleType, ref: Any, task_line: TaskLine) -> TaskResult | N
     return attrs.evolve(result, env=attrs.evolve(here, host=host))
 
 
-def _failed(task_line: TaskLine, status: str, kind: str, message: str) -> TaskResult:
+def _failed(
+    task_line: TaskLine, model: str | None, status: str, kind: str, message: str
+) -> TaskResult:
     task = task_line.task
     return TaskResult(
         id=task_line.task_id,
@@ -264,7 +270,7 @@ def _failed(task_line: TaskLine, status: str, kind: str, message: str) -> TaskRe
         prompt=task.prompt,
         planner=task.planner,
         runner=task.runner,
-        model=task.model,
+        model=task.model or model,
         error=TaskError(kind=kind, message=message),
         started_at=utc_now(),
         env=batch_environment(),
@@ -276,6 +282,7 @@ def _cancel(
     ray: ModuleType,
     running: dict[Any, TaskLine],
     ledger: Ledger,
+    model: str | None,
     finished: Callable[[TaskResult], None],
     interrupted: Callable[[int], None],
     gave_up: Callable[[int], None],
@@ -294,7 +301,7 @@ def _cancel(
         while running and time.monotonic() < deadline:
             ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_SECONDS)
             for ref in ready:
-                result = _collected(ray, ref, running.pop(ref))
+                result = _collected(ray, ref, running.pop(ref), model)
                 if result is not None:
                     _count(ledger, result)
                     finished(result)
