@@ -305,11 +305,16 @@ def _judged_on_ray(
             _verify_on_node
         )
         bound = jobs or max(1, int(ray.cluster_resources().get("CPU", 1) // cpus))
+        stored: dict[str, Any] = {}  # each seed folder put in the object store once
+        for seed, bundle, _, _ in calls:
+            if bundle is not None and seed not in stored:
+                stored[seed] = ray.put(bundle)
         waiting = list(range(len(calls)))
         while waiting or running:
             while waiting and len(running) < bound:
                 index = waiting.pop(0)
-                running[remote.remote(*calls[index])] = index
+                seed, _, plan, options = calls[index]
+                running[remote.remote(seed, stored.get(seed), plan, options)] = index
             ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_SECONDS)
             for ref in ready:
                 index = running.pop(ref)

@@ -84,10 +84,10 @@ def import_ray(asked_by: str = "--executor ray") -> ModuleType:
 
 @attrs.frozen
 class RayJob:
-    """What one Ray task receives: the task, its seed's content, and what the batch says."""
+    """What one Ray task receives besides its seed's content: the task, and what the
+    batch says."""
 
     task_line: TaskLine
-    bundle: SeedBundle | None
     model: str | None
     budget: Budget
     prices: Prices | None
@@ -129,6 +129,8 @@ def run_on_ray(
     try:
         remote = ray.remote(num_cpus=cpus, max_retries=RETRIES, retry_exceptions=False)(run_ray_job)
         bound = jobs or max(1, int(ray.cluster_resources().get("CPU", 1) // cpus))
+        # Each seed folder is put in the cluster's object store once, whatever its tasks.
+        stored = {seed: ray.put(bundle) for seed, bundle in bundles.items()}
         waiting = list(tasks)
         running: dict[Any, TaskLine] = {}
         try:
@@ -142,14 +144,13 @@ def run_on_ray(
                         continue
                     job = RayJob(
                         task_line=task_line,
-                        bundle=bundles.get(task_line.task.seed),
                         model=model,
                         budget=ledger.budget,
                         prices=ledger.prices,
                         spent=ledger.spent,
                         disabled=tuple(disabled),
                     )
-                    running[remote.remote(job)] = task_line
+                    running[remote.remote(job, stored.get(task_line.task.seed))] = task_line
                 if running:
                     ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_SECONDS)
                     for ref in ready:
@@ -325,8 +326,9 @@ def _host(disabled: tuple[str, ...]) -> PluginHost:
     return PluginHost(disabled=[*disabled_from_environment(), *disabled])
 
 
-def run_ray_job(job: RayJob) -> str:
-    """Run one task on this node; its results line (the key blanked), or ``""`` when the
+def run_ray_job(job: RayJob, bundle: SeedBundle | None) -> str:
+    """Run one task on this node, ``bundle`` being its seed folder's content (``None``
+    for an installed seed); its results line (the key blanked), or ``""`` when the
     interrupt stopped it before it ended.
 
     Runs in a Ray worker process. The run is a thread of its own, so that the
@@ -340,13 +342,13 @@ def run_ray_job(job: RayJob) -> str:
     ledger = Ledger(job.budget, job.prices, job.spent)
     box: list[str] = []
     failure: list[BaseException] = []
-    folder = tempfile.mkdtemp(prefix="agent-seed-") if job.bundle is not None else None
+    folder = tempfile.mkdtemp(prefix="agent-seed-") if bundle is not None else None
 
     def work() -> None:
         task_line = job.task_line
         try:
-            if job.bundle is not None and folder is not None:
-                seed = unpack_seed(job.bundle, Path(folder))
+            if bundle is not None and folder is not None:
+                seed = unpack_seed(bundle, Path(folder))
                 task_line = attrs.evolve(task_line, task=attrs.evolve(task_line.task, seed=seed))
             result = run_task(
                 task_line,
@@ -359,8 +361,8 @@ def run_ray_job(job: RayJob) -> str:
             node = _node_id()
             result = attrs.evolve(result, seed=job.task_line.task.seed, executor="ray", worker=node)
             line = to_json(without_key(result))
-            if job.bundle is not None and folder is not None:  # messages name the seed's folder
-                line = _renamed(line, folder, job.task_line.task.seed, job.bundle)
+            if bundle is not None and folder is not None:  # messages name the seed's folder
+                line = _renamed(line, folder, job.task_line.task.seed, bundle)
             box.append(line)
         except Interrupted:
             box.append("")
