@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import attrs
@@ -33,7 +34,8 @@ HEAD_PORT = 6380
 
 #: A provider for the namespace: the fix, unless the task's prompt says otherwise. BREAK:
 #: a plan that breaks the calculator; SLOW-ONCE: the fix, after 30 s the first time it is
-#: asked (a node is killed meanwhile), at once after; HANG: the fix after five minutes.
+#: asked (a worker is killed meanwhile), at once after; SLOW-TWICE: the same, the first
+#: two times; HANG: the fix after five minutes.
 PROVIDER = """
 import json, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,7 +43,7 @@ sys.path.insert(0, {tests!r})
 from conftest import FIXED_CALCULATOR, completion, plan_json
 
 BROKEN = FIXED_CALCULATOR.replace("left + right", "left - right")
-seen = set()
+seen = {{}}
 lock = threading.Lock()
 
 class Handler(BaseHTTPRequestHandler):
@@ -51,18 +53,20 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
         with open({log!r}, "a") as log:
-            log.write(" ".join(m for m in ("BREAK", "HANG", "SLOW-ONCE") if m in body) + "\\n")
+            markers = ("BREAK", "HANG", "SLOW-ONCE", "SLOW-TWICE")
+            log.write(" ".join(m for m in markers if m in body) + "\\n")
         source = FIXED_CALCULATOR
         if "BREAK" in body:
             source = BROKEN
         if "HANG" in body:
             time.sleep(300)
-        if "SLOW-ONCE" in body:
-            with lock:
-                first = "SLOW-ONCE" not in seen
-                seen.add("SLOW-ONCE")
-            if first:
-                time.sleep(30)
+        for marker, slow_times in (("SLOW-ONCE", 1), ("SLOW-TWICE", 2)):
+            if marker in body:
+                with lock:
+                    seen[marker] = seen.get(marker, 0) + 1
+                    slow = seen[marker] <= slow_times
+                if slow:
+                    time.sleep(30)
         reply = json.dumps(completion(plan_json(("calculator.py", source)))).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -171,38 +175,36 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     )
     assert holder.stdout.readline().strip() == "up"
     namespace = os.readlink(f"/proc/{holder.pid}/ns/net")
-    partial = Cluster(
+    made = Cluster(
         holder, namespace, f"127.0.0.1:{HEAD_PORT}", env, folder, folder / "requests.jsonl"
     )
     try:
         port_file = folder / "provider-port"
-        script = PROVIDER.format(
-            tests=str(TESTS), log=str(partial.requests), port_file=str(port_file)
-        )
-        subprocess.Popen(partial.command(sys.executable, "-c", script), env=env)
+        script = PROVIDER.format(tests=str(TESTS), log=str(made.requests), port_file=str(port_file))
+        subprocess.Popen(made.command(sys.executable, "-c", script), env=env)
         assert wait_until(port_file.exists, timeout=20)
         env["CODING_AGENT_BASE_URL"] = f"http://127.0.0.1:{port_file.read_text()}/v1"
         common = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats"]
-        head = partial.run(
+        head = made.run(
             "ray", "start", "--head", f"--port={HEAD_PORT}", "--include-dashboard=false",
             f"--temp-dir={folder / 'head'}", *common,
         )  # fmt: skip
         assert head.returncode == 0, head.stderr[-2000:]
-        node = partial.run(
-            "ray", "start", f"--address={partial.address}", f"--temp-dir={folder / 'node'}",
+        node = made.run(
+            "ray", "start", f"--address={made.address}", f"--temp-dir={folder / 'node'}",
             *common,
         )  # fmt: skip
         assert node.returncode == 0, node.stderr[-2000:]
-        yield partial
+        yield made
     finally:
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            for pid in partial.pids():
+            for pid in made.pids():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, sig)
-            wait_until(lambda: not partial.pids(), timeout=10)
+            wait_until(lambda: not made.pids(), timeout=10)
         holder.kill()
         holder.wait()
-        assert not partial.pids()
+        assert not made.pids()
 
 
 def calculator_folder(tmp_path: Path) -> Path:
@@ -328,6 +330,39 @@ def test_a_worker_killed_mid_task_has_its_task_run_again_once(
     assert _read(cluster.requests).count("SLOW-ONCE") == 2  # asked again by the second run
 
 
+def test_a_task_whose_worker_is_killed_twice_ends_in_a_sandbox_error(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl", [{"seed": "calculator", "id": "lost", "prompt": "SLOW-TWICE"}]
+    )
+    out = tmp_path / "results.jsonl"
+    batch = subprocess.Popen(
+        cluster.command(*cluster.batch(tasks, out)),
+        env=cluster.env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for times in (1, 2):
+            assert wait_until(partial(_asked, cluster, "SLOW-TWICE", times), timeout=60)
+            assert wait_until(lambda: len(cluster.workers_running_a_task()) == 1, timeout=30)
+            (victim,) = cluster.workers_running_a_task()
+            os.kill(victim, signal.SIGKILL)
+        _, stderr = batch.communicate(timeout=90)
+    finally:
+        if batch.poll() is None:
+            batch.kill()
+            batch.wait()
+
+    assert batch.returncode == 1, stderr[-3000:]
+    (line,) = results(out)
+    assert line["status"] == "sandbox-error"
+    assert line["error"]["kind"] == "sandbox"
+    assert "lost, and so was the one that ran it again" in line["error"]["message"]
+    assert "lost" in stderr
+
+
 def test_ctrl_c_cancels_the_clusters_tasks(cluster: Cluster, tmp_path: Path) -> None:
     tasks = write_tasks(
         tmp_path / "tasks.jsonl",
@@ -359,6 +394,11 @@ def test_ctrl_c_cancels_the_clusters_tasks(cluster: Cluster, tmp_path: Path) -> 
     assert "--resume" in stderr
     assert results(out) == []
     assert wait_until(lambda: not cluster.workers_running_a_task(), timeout=15)
+
+
+def _asked(cluster: Cluster, marker: str, times: int) -> bool:
+    """Whether the provider was asked ``times`` times for a task whose prompt says ``marker``."""
+    return _read(cluster.requests).count(marker) == times
 
 
 def _read(path: Path) -> str:
