@@ -363,7 +363,10 @@ def test_a_task_whose_worker_is_killed_twice_ends_in_a_sandbox_error(
     assert "lost" in stderr
 
 
-def test_ctrl_c_cancels_the_clusters_tasks(cluster: Cluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_cancels_the_clusters_tasks(
+    cluster: Cluster, tmp_path: Path, sig: signal.Signals
+) -> None:
     tasks = write_tasks(
         tmp_path / "tasks.jsonl",
         [{"seed": "calculator", "id": f"hang-{n}", "prompt": "HANG"} for n in (1, 2, 3)],
@@ -380,7 +383,7 @@ def test_ctrl_c_cancels_the_clusters_tasks(cluster: Cluster, tmp_path: Path) -> 
         assert wait_until(lambda: _read(cluster.requests).count("HANG") >= 2, timeout=30)
         time.sleep(0.5)
         started = time.monotonic()
-        batch.send_signal(signal.SIGINT)
+        batch.send_signal(sig)
         _, stderr = batch.communicate(timeout=60)
         took = time.monotonic() - started
     finally:

@@ -31,6 +31,7 @@ import importlib
 import json
 import os
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -194,6 +195,8 @@ def connect(ray: ModuleType, address: str | None) -> bool:
             f"cannot reach a Ray cluster at {where!r}: {problem}; check the address "
             "(`ray status --address ADDR`) and that this machine reaches it"
         )
+    main = threading.current_thread() is threading.main_thread()
+    on_term = signal.getsignal(signal.SIGTERM) if main else None
     try:
         ray.init(
             address=where,
@@ -209,6 +212,9 @@ def connect(ray: ModuleType, address: str | None) -> bool:
         )
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise UsageError(f"cannot reach a Ray cluster at {where!r}: {first}; {hint}") from None
+    finally:
+        if on_term is not None:  # Ray's own handler exits at once: SIGTERM stops a batch
+            signal.signal(signal.SIGTERM, on_term)  # as Ctrl-C does, its tasks cancelled
     return True
 
 
