@@ -1,12 +1,13 @@
 """`agent batch --executor ray`: tasks run on the nodes of a real Ray cluster, each with the
 local sandbox there; the results come back to the driver, which alone writes them.
 
-The cluster (a head and a second node with its own temporary folder, one CPU each), the
-loopback provider and the driver all run in a network namespace of their own, holding
-only loopback: Ray's servers bind every interface of the namespace they are in, and there
-it is 127.0.0.1 alone. Making the namespace needs root; the module skips without it. One
-cluster serves every test of the module; it is ended by killing every process of the
-namespace (each one this module started), never by name.
+The cluster (a head and a second node with its own temporary folder, one CPU each: Ray
+2.60 takes ``--temp-dir`` on a node that is not the head), the loopback provider and the
+driver all run in a network namespace of their own, holding only loopback: Ray's servers
+bind every interface of the namespace they are in, and there it is 127.0.0.1 alone.
+Making the namespace needs root; the module skips without it. One cluster serves every
+test of the module; it is ended by killing every process of the namespace (each one this
+module started), never by name (``ray stop`` would end every Ray process of the machine).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ HEAD_PORT = 6380
 #: A provider for the namespace: the fix, unless the task's prompt says otherwise. BREAK:
 #: a plan that breaks the calculator; SLOW-ONCE: the fix, after 30 s the first time it is
 #: asked (a worker is killed meanwhile), at once after; SLOW-TWICE: the same, the first
-#: two times; HANG: the fix after five minutes.
+#: two times; NODE-A, NODE-B: the fix, after 8 s the first time; HANG: the fix after five
+#: minutes.
 PROVIDER = """
 import json, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -53,20 +55,22 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
         with open({log!r}, "a") as log:
-            markers = ("BREAK", "HANG", "SLOW-ONCE", "SLOW-TWICE")
+            markers = ("BREAK", "HANG", "SLOW-ONCE", "SLOW-TWICE", "NODE-A", "NODE-B")
             log.write(" ".join(m for m in markers if m in body) + "\\n")
         source = FIXED_CALCULATOR
         if "BREAK" in body:
             source = BROKEN
         if "HANG" in body:
             time.sleep(300)
-        for marker, slow_times in (("SLOW-ONCE", 1), ("SLOW-TWICE", 2)):
+        for marker, slow_times, seconds in (
+            ("SLOW-ONCE", 1, 30), ("SLOW-TWICE", 2, 30), ("NODE-A", 1, 8), ("NODE-B", 1, 8)
+        ):
             if marker in body:
                 with lock:
                     seen[marker] = seen.get(marker, 0) + 1
                     slow = seen[marker] <= slow_times
                 if slow:
-                    time.sleep(30)
+                    time.sleep(seconds)
         reply = json.dumps(completion(plan_json(("calculator.py", source)))).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -123,6 +127,40 @@ class Cluster:
             with contextlib.suppress(OSError):
                 if os.readlink(entry / "ns" / "net") == self.namespace:
                     found.append(int(entry.name))
+        return found
+
+    def raylets_of(self, temp_dir: Path) -> list[int]:
+        """The raylet of the node whose temporary folder is ``temp_dir``."""
+        found = []
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                if words[0].endswith(b"/raylet") and f"--temp_dir={temp_dir}".encode() in words:
+                    found.append(pid)
+        return found
+
+    def start_second_node(self) -> None:
+        """Start the second node, unless it runs: a new one, with a temporary folder of its
+        own."""
+        if self.raylets_of(self.folder / "node"):
+            return
+        for leftover in self.pids_under(self.folder / "node"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(leftover, signal.SIGKILL)
+        shutil.rmtree(self.folder / "node", ignore_errors=True)
+        node = self.run(
+            "ray", "start", f"--address={self.address}", f"--temp-dir={self.folder / 'node'}",
+            "--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats",
+        )  # fmt: skip
+        assert node.returncode == 0, node.stderr[-2000:]
+
+    def pids_under(self, temp_dir: Path) -> list[int]:
+        """The processes of the namespace whose command line names ``temp_dir``."""
+        found = []
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                if str(temp_dir).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(pid)
         return found
 
     def workers_running_a_task(self) -> list[int]:
@@ -197,11 +235,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         assert node.returncode == 0, node.stderr[-2000:]
         yield made
     finally:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
+        for sig, seconds in ((signal.SIGTERM, 3), (signal.SIGKILL, 10)):
             for pid in made.pids():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, sig)
-            wait_until(lambda: not made.pids(), timeout=10)
+            wait_until(lambda: not made.pids(), timeout=seconds)
         holder.kill()
         holder.wait()
         assert not made.pids()
@@ -328,6 +366,45 @@ def test_a_worker_killed_mid_task_has_its_task_run_again_once(
     assert line["status"] == "passed"
     assert line["executor"] == "ray"
     assert _read(cluster.requests).count("SLOW-ONCE") == 2  # asked again by the second run
+
+
+def test_a_lost_nodes_task_runs_again_on_another_node_and_is_counted_once(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    tasks = write_tasks(
+        tmp_path / "tasks.jsonl",
+        [{"seed": "calculator", "id": name, "prompt": name} for name in ("NODE-A", "NODE-B")],
+    )
+    out = tmp_path / "results.jsonl"
+    batch = subprocess.Popen(
+        cluster.command(*cluster.batch(tasks, out)),
+        env=cluster.env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # One task on each node, both waiting on the provider: the second node goes.
+        assert wait_until(lambda: len(cluster.workers_running_a_task()) == 2, timeout=60)
+        assert wait_until(partial(_asked, cluster, "NODE-A", 1), timeout=30)
+        assert wait_until(partial(_asked, cluster, "NODE-B", 1), timeout=30)
+        (raylet,) = cluster.raylets_of(cluster.folder / "node")
+        os.kill(raylet, signal.SIGKILL)
+        _, stderr = batch.communicate(timeout=90)
+    finally:
+        if batch.poll() is None:
+            batch.kill()
+            batch.wait()
+        cluster.start_second_node()  # for the other tests, in whatever order they run
+
+    assert batch.returncode == 0, stderr[-3000:]
+    lines = results(out)
+    assert sorted((r["id"], r["status"]) for r in lines) == [
+        ("NODE-A", "passed"),
+        ("NODE-B", "passed"),
+    ]  # one line each
+    assert len({r["worker"] for r in lines}) == 1  # both ended on the head
+    requests = _read(cluster.requests)
+    assert requests.count("NODE-A") + requests.count("NODE-B") == 3  # one of them run again
 
 
 def test_a_task_whose_worker_is_killed_twice_ends_in_a_sandbox_error(
