@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("httpx", "lazycloud", "pydantic")
+HEAVY = ("httpx", "lazycloud", "pydantic", "ray")
 
 
 @pytest.mark.parametrize("args", [["--help"], ["seeds", "list"], ["plugins", "list"]])

@@ -255,8 +255,14 @@ def test_verify_many_checks_every_item_before_testing_any(own_state: Path) -> No
 
 
 def test_verify_many_names_the_executors_there_are() -> None:
-    with pytest.raises(VerifyError, match="unknown executor 'ray'; the executors are: 'local'"):
-        verify_many([("calculator", FIX_DIFF)], executor="ray")
+    with pytest.raises(
+        VerifyError, match="unknown executor 'dask'; the executors are: 'local', 'ray'"
+    ):
+        verify_many([("calculator", FIX_DIFF)], executor="dask")
+    with pytest.raises(VerifyError, match="ray_address and ray_cpus go with executor='ray'"):
+        verify_many([("calculator", FIX_DIFF)], ray_address="127.0.0.1:1")
+    with pytest.raises(VerifyError, match="ray_cpus must be a number above 0"):
+        verify_many([("calculator", FIX_DIFF)], executor="ray", ray_cpus=0)
     with pytest.raises(VerifyError, match="jobs must be"):
         verify_many([("calculator", FIX_DIFF)], jobs=0)
     with pytest.raises(VerifyError, match="unknown option 'runer'"):

@@ -24,6 +24,7 @@ that is not text or a mapping) raises :class:`VerifyError` with the message the 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
@@ -56,8 +57,8 @@ from sandboxed_coding_agent.core.verdicts.evidence import TestReport
 from sandboxed_coding_agent.core.verdicts.grading import Grade
 from sandboxed_coding_agent.core.verdicts.output_tests import OutputTestResult
 
-#: The executors :func:`verify_many` knows: threads on this machine.
-EXECUTORS = ("local",)
+#: The executors :func:`verify_many` knows: threads on this machine, a Ray cluster's nodes.
+EXECUTORS = ("local", "ray")
 #: The largest plan :func:`verify` reads, as ``agent run --plan`` does.
 MAX_PLAN_BYTES = 1024 * 1024
 
@@ -200,6 +201,8 @@ def verify_many(
     *,
     jobs: int | None = None,
     executor: str = "local",
+    ray_address: str | None = None,
+    ray_cpus: float = 1.0,
     **options: Any,
 ) -> Iterator[tuple[int, Verdict]]:
     """:func:`verify` for each item, ``jobs`` at a time, yielding ``(index, verdict)`` as
@@ -209,10 +212,21 @@ def verify_many(
     :class:`VerifyError` (its message starts with ``item N:``) before a sandbox is made.
 
     :param items: ``(seed, plan)`` pairs, or mappings with the keys ``seed`` and ``plan``.
-    :param jobs: plans tested at once (default: the CPU count).
-    :param executor: where they run: ``local`` (threads on this machine) is the only one.
+    :param jobs: plans tested at once (default: the CPU count; with ``ray``, as many as
+        the cluster's CPUs hold).
+    :param executor: where they run: ``local`` (threads on this machine) or ``ray`` (a
+        Ray task each, on the nodes of the cluster at ``ray_address``, each with the
+        local sandbox of its node; a seed folder is sent by content, an installed seed
+        by name; ``environ`` is each node's own and is not sent). A verdict the cluster
+        could not reach (a node lost twice, a node that lacks the seed) has reward
+        ``None``.
+    :param ray_address: with ``ray``: the cluster's head, ``HOST:PORT`` (default:
+        ``RAY_ADDRESS``, or the cluster ``ray start`` started on this machine); not used
+        when this process is connected to a cluster already.
+    :param ray_cpus: with ``ray``: the CPUs each plan's test reserves on its node.
     :param options: :func:`verify`'s keyword arguments, the same for every item.
-    :raises VerifyError: an unknown executor, ``jobs`` out of range, or a wrong item.
+    :raises VerifyError: an unknown executor, ``jobs`` out of range, or a wrong item; for
+        ``ray``, Ray not installed (saying how to install it), or no cluster there.
     """
     if executor not in EXECUTORS:
         known = ", ".join(repr(name) for name in EXECUTORS)
@@ -225,16 +239,134 @@ def verify_many(
     unknown = sorted(set(options) - accepted)
     if unknown:
         raise VerifyError(f"verify_many() got an unknown option {unknown[0]!r}")
+    if executor != "ray" and (ray_address is not None or ray_cpus != 1.0):
+        raise VerifyError("ray_address and ray_cpus go with executor='ray'")
+    if isinstance(ray_cpus, bool) or not isinstance(ray_cpus, int | float) or ray_cpus <= 0:
+        raise VerifyError(f"ray_cpus must be a number above 0, not {ray_cpus!r}")
+    sent = {name: value for name, value in options.items() if name != "environ"}
     environ = options.pop("environ", None)
     options["environ"] = os.environ if environ is None else environ
     prepared = []
+    pairs = []
     for index, item in enumerate(items):
         seed, plan = _pair(index, item)
         try:
             prepared.append(_prepare(seed, plan, **options))
         except VerifyError as error:
             raise VerifyError(f"item {index}: {error.message}") from None
+        pairs.append((prepared[-1].name, plan))
+    if executor == "ray":
+        return _on_ray(pairs, sent, jobs, ray_address, float(ray_cpus))
     return _judged_as_they_finish(prepared, jobs or os.cpu_count() or 1)
+
+
+def _on_ray(
+    pairs: list[tuple[str, Any]],
+    options: dict[str, Any],
+    jobs: int | None,
+    address: str | None,
+    cpus: float,
+) -> Iterator[tuple[int, Verdict]]:
+    """Send each plan to the Ray cluster: Ray is imported and connected to now, the seed
+    folders read now, so that what is wrong raises before the first verdict is asked."""
+    from sandboxed_coding_agent.core.batches import on_ray
+    from sandboxed_coding_agent.core.batches.seed_bundles import SeedBundle, pack_seed
+
+    bundles: dict[str, SeedBundle | None] = {}
+    try:
+        ray = on_ray.import_ray("executor='ray'")
+        for index, (seed, _) in enumerate(pairs):
+            if seed not in bundles:
+                try:
+                    bundles[seed] = pack_seed(seed)
+                except UsageError as error:
+                    raise VerifyError(f"item {index}: {error.message}") from None
+        owned = on_ray.connect(ray, address)
+    except VerifyError:
+        raise
+    except UsageError as error:
+        raise VerifyError(error.message) from None
+    calls = [(seed, bundles[seed], plan, options) for seed, plan in pairs]
+    return _judged_on_ray(ray, calls, jobs, cpus, owned)
+
+
+def _judged_on_ray(
+    ray: Any,
+    calls: list[tuple[str, Any, Any, dict[str, Any]]],
+    jobs: int | None,
+    cpus: float,
+    owned: bool,
+) -> Iterator[tuple[int, Verdict]]:
+    from sandboxed_coding_agent.core.batches.on_ray import POLL_SECONDS, RETRIES
+
+    running: dict[Any, int] = {}
+    try:
+        remote = ray.remote(num_cpus=cpus, max_retries=RETRIES, retry_exceptions=False)(
+            _verify_on_node
+        )
+        bound = jobs or max(1, int(ray.cluster_resources().get("CPU", 1) // cpus))
+        stored: dict[str, Any] = {}  # each seed folder put in the object store once
+        for seed, bundle, _, _ in calls:
+            if bundle is not None and seed not in stored:
+                stored[seed] = ray.put(bundle)
+        waiting = list(range(len(calls)))
+        while waiting or running:
+            while waiting and len(running) < bound:
+                index = waiting.pop(0)
+                seed, _, plan, options = calls[index]
+                running[remote.remote(seed, stored.get(seed), plan, options)] = index
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_SECONDS)
+            for ref in ready:
+                index = running.pop(ref)
+                yield index, _from_node(ray, ref, calls[index][0])
+    finally:
+        # A caller that stops early, or Ctrl-C: the plans sent are cancelled.
+        for ref in running:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+        if owned:
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+
+
+def _from_node(ray: Any, ref: Any, seed: str) -> Verdict:
+    """The verdict a node sent, or one without a reward saying why none came."""
+    try:
+        verdict = ray.get(ref)
+    except ray.exceptions.RayTaskError as error:  # the node could not test it
+        cause = error.cause if isinstance(error.cause, AgentError) else None
+        message = cause.message if cause is not None else str(error).strip().splitlines()[-1]
+        kind = "configuration" if cause is not None else "internal"
+        failure = VerdictError(kind=kind, message=f"on the Ray node: {message}")
+        return Verdict(seed=seed, passed=False, reward=None, error=failure)
+    except ray.exceptions.RayError as error:  # the node was lost, and again
+        message = (
+            f"the Ray node testing the plan was lost, and so was the one that tested it "
+            f"again ({type(error).__name__}); no verdict was reached"
+        )
+        failure = VerdictError(kind="sandbox", message=message)
+        return Verdict(seed=seed, passed=False, reward=None, error=failure)
+    if not isinstance(verdict, Verdict):
+        raise TypeError(f"a Ray node answered {type(verdict).__name__}, not a Verdict")
+    return verdict
+
+
+def _verify_on_node(seed: str, bundle: Any, plan: Any, options: dict[str, Any]) -> Verdict:
+    """On a Ray node: :func:`verify`, the seed folder unpacked in a temporary folder."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from sandboxed_coding_agent.core.batches.seed_bundles import unpack_seed
+
+    if bundle is None:
+        return verify(seed, plan, **options)
+    folder = tempfile.mkdtemp(prefix="agent-seed-")
+    try:
+        verdict = verify(unpack_seed(bundle, Path(folder)), plan, **options)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return attrs.evolve(verdict, seed=seed)
 
 
 def _judged_as_they_finish(prepared: list[_Prepared], jobs: int) -> Iterator[tuple[int, Verdict]]:

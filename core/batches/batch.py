@@ -148,6 +148,8 @@ def run_task(
             started_at=started_at,
             env=batch_environment(),
             instruction=task.prompt,
+            executor="local",
+            worker=batch_environment().host,
         )
     instruction = task.prompt
     try:
@@ -206,4 +208,6 @@ def run_task(
         started_at=started_at,
         env=batch_environment(),
         instruction=instruction,
+        executor="local",
+        worker=batch_environment().host,
     )

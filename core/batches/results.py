@@ -114,6 +114,11 @@ class TaskResult:
     :ivar instruction: the instruction the task ran with: its ``prompt``, or the seed's
         default prompt when it gave none (``prompt`` is then ``null``); ``None`` when the
         seed could not be loaded, and in older results.
+    :ivar executor: where the task ran: ``local`` (this machine's threads) or ``ray``
+        (a node of a Ray cluster, ``agent batch --executor ray``); ``None`` in older
+        results.
+    :ivar worker: the machine that ran it: the host's name for ``local``, the Ray node's
+        ID for ``ray`` (its record, ``run_id``, is kept there); ``None`` in older results.
     """
 
     id: str
@@ -134,6 +139,8 @@ class TaskResult:
     started_at: str | None = None
     env: BatchEnvironment | None = None
     instruction: str | None = None
+    executor: str | None = None
+    worker: str | None = None
     format: int = RESULT_FORMAT
 
 

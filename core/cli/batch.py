@@ -62,7 +62,16 @@ def batch(
             dir_okay=False,
         ),
     ],
-    jobs: Annotated[int, typer.Option(min=1, max=64, metavar="J", help="Tasks run at once.")] = 4,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=64,
+            metavar="J",
+            help="Tasks run at once (default: 4; with --executor ray, as many as the "
+            "cluster's CPUs hold).",
+        ),
+    ] = None,
     resume: Annotated[
         bool,
         typer.Option("--resume", help="Skip the tasks whose result is already in --out."),
@@ -101,6 +110,35 @@ def batch(
             "(default: CODING_AGENT_MODEL).",
         ),
     ] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            "--executor",
+            metavar="NAME",
+            help="Where the tasks run: local (this machine) or ray (the nodes of a Ray "
+            "cluster, each task with the local sandbox of its node; needs the extra "
+            "sandboxed-coding-agent[ray]).",
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            metavar="ADDR",
+            help="With --executor ray: the cluster's head, HOST:PORT (default: RAY_ADDRESS, "
+            "or the cluster `ray start` started on this machine).",
+        ),
+    ] = None,
+    ray_cpus: Annotated[
+        float,
+        typer.Option(
+            "--ray-cpus",
+            min=0.01,
+            max=1024,
+            metavar="N",
+            help="With --executor ray: the CPUs each task reserves on its node.",
+        ),
+    ] = 1.0,
     max_planner_calls: MaxPlannerCallsOption = None,
     max_tokens: MaxTokensOption = None,
     max_cost: MaxCostOption = None,
@@ -130,6 +168,7 @@ def batch(
             raise UsageError("--events - and --json both write to stdout; give --events a file")
         if retry_errors and not resume:
             raise UsageError("--retry-errors goes with --resume: it runs again what --out holds")
+        on_ray = _executor(executor, ray_address, ray_cpus)
         part = parse_shard(shard) if shard is not None else None
         lines = batching.read_task_lines(tasks)
         todo, invalid = batching.read_tasks(lines, batching.supported_run_options())
@@ -178,7 +217,13 @@ def batch(
             emit = log.emit if log is not None else no_events
             emit(
                 "batch-started",
-                {"tasks": len(waiting), "jobs": jobs, "shard": shard, "resumed": resume},
+                {
+                    "tasks": len(waiting),
+                    "jobs": jobs or (None if on_ray else 4),
+                    "shard": shard,
+                    "resumed": resume,
+                    "executor": executor,
+                },
             )
             budget_said = threading.Event()
 
@@ -214,25 +259,51 @@ def batch(
                 progress.finished(written)
 
             stop = batching.StopRequest()
+
+            def run_here(task_line: TaskLine) -> TaskResult:
+                return batching.run_task(
+                    task_line,
+                    host,
+                    plugins=plugins,
+                    model=model,
+                    ledger=ledger,
+                    stop=stop,
+                    events=log,
+                )
+
             try:
-                batching.run_tasks(
-                    waiting,
-                    lambda task_line: batching.run_task(
-                        task_line,
-                        host,
-                        plugins=plugins,
+                if on_ray:
+                    from ..batches.on_ray import run_on_ray
+                    from ..plugins import disabled_from_environment
+
+                    run_on_ray(
+                        waiting,
+                        address=ray_address,
+                        cpus=ray_cpus,
+                        jobs=jobs,
                         model=model,
                         ledger=ledger,
+                        disabled=[
+                            *disabled_from_environment(),
+                            *terminal.state["disabled_plugins"],
+                        ],
+                        run_here=run_here,
+                        started=started,
+                        finished=finished,
+                        interrupted=progress.interrupted,
+                        gave_up=progress.gave_up,
+                    )
+                else:
+                    batching.run_tasks(
+                        waiting,
+                        run_here,
+                        jobs=jobs or 4,
+                        started=started,
+                        finished=finished,
+                        interrupted=progress.interrupted,
                         stop=stop,
-                        events=log,
-                    ),
-                    jobs=jobs,
-                    started=started,
-                    finished=finished,
-                    interrupted=progress.interrupted,
-                    stop=stop,
-                    gave_up=progress.gave_up,
-                )
+                        gave_up=progress.gave_up,
+                    )
             except KeyboardInterrupt:
                 progress.close()
                 emit("interrupted", {"running": progress.stopped})
@@ -265,6 +336,24 @@ def batch(
     if summary["counts"]["budget"]:
         raise typer.Exit(EXIT_CODES["budget"])
     raise typer.Exit(0 if all_passed else 1)
+
+
+def _executor(executor: str, ray_address: str | None, ray_cpus: float) -> bool:
+    """Whether the batch runs on Ray; a usage error for an unknown executor, for a Ray
+    option without it, and for Ray not installed (saying how to install it)."""
+    from ..batches.on_ray import EXECUTORS, import_ray
+    from ..errors import UsageError
+
+    if executor not in EXECUTORS:
+        raise UsageError(
+            f"unknown executor {executor!r}; the executors are: {', '.join(EXECUTORS)}"
+        )
+    if executor != "ray":
+        if ray_address is not None or ray_cpus != 1.0:
+            raise UsageError("--ray-address and --ray-cpus go with --executor ray")
+        return False
+    import_ray()
+    return True
 
 
 class _Progress:

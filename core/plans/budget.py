@@ -311,6 +311,11 @@ class Ledger:
             )
             return cost
 
+    def add(self, spend: Spend) -> None:
+        """Add what was spent elsewhere (a batch's task run on another machine)."""
+        with self._lock:
+            self._add(spend)
+
     def _add(self, spend: Spend) -> None:
         ledger: Ledger | None = self
         while ledger is not None:

@@ -27,7 +27,7 @@ from ..errors import UsageError
 
 #: Each kind of event and its fields besides ``event``, ``time`` and ``seq``: the schema.
 EVENT_FIELDS: dict[str, tuple[str, ...]] = {
-    "batch-started": ("tasks", "jobs", "shard", "resumed"),
+    "batch-started": ("tasks", "jobs", "shard", "resumed", "executor"),
     "task-started": ("task", "line", "seed", "model"),
     "plan-received": ("task", "candidate", "attempt", "planner_task_id", "model", "files"),
     "policy-verdict": ("task", "candidate", "attempt", "accepted", "rules"),
