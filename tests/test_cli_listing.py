@@ -260,7 +260,8 @@ def test_doctor_for_plan_files_only_needs_no_provider_variables(run_agent: RunAg
     (provider,) = [f for f in report["findings"] if f["item"] == "provider variables"]
     assert provider["ok"] is False
     assert provider["required"] is False
-    assert provider["detail"].endswith("(not needed: planner 'openai' and planner 'explore' not in use)")
+    unused = "(not needed: planner 'openai' and planner 'explore' not in use)"
+    assert provider["detail"].endswith(unused)
 
 
 def test_doctor_with_a_plugin_planner_requires_its_items_and_not_openais(
