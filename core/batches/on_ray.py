@@ -153,12 +153,7 @@ def run_on_ray(
                     )
                     running[remote.remote(job, stored.get(task_line.task.seed))] = task_line
                 if running:
-                    ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_SECONDS)
-                    for ref in ready:
-                        result = _collected(ray, ref, running.pop(ref), model)
-                        if result is not None:
-                            _count(ledger, result)
-                            finished(result)
+                    _collect_ready(ray, running, model, ledger, finished)
         except KeyboardInterrupt:
             _cancel(ray, running, ledger, model, finished, interrupted, gave_up, grace_seconds)
             raise
@@ -237,6 +232,22 @@ def _count(ledger: Ledger, result: TaskResult) -> None:
         ledger.add(result.spend)
 
 
+def _collect_ready(
+    ray: ModuleType,
+    running: dict[Any, TaskLine],
+    model: str | None,
+    ledger: Ledger,
+    finished: Callable[[TaskResult], None],
+) -> None:
+    """Wait a moment for a running task to end; hand on the result of each that did."""
+    ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_SECONDS)
+    for ref in ready:
+        result = _collected(ray, ref, running.pop(ref), model)
+        if result is not None:
+            _count(ledger, result)
+            finished(result)
+
+
 def _collected(
     ray: ModuleType, ref: Any, task_line: TaskLine, model: str | None
 ) -> TaskResult | None:
@@ -306,12 +317,7 @@ def _cancel(
     deadline = time.monotonic() + grace_seconds
     try:
         while running and time.monotonic() < deadline:
-            ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_SECONDS)
-            for ref in ready:
-                result = _collected(ray, ref, running.pop(ref), model)
-                if result is not None:
-                    _count(ledger, result)
-                    finished(result)
+            _collect_ready(ray, running, model, ledger, finished)
     except KeyboardInterrupt:
         pass  # the second signal: at once
     if running:
