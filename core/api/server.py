@@ -191,9 +191,9 @@ class HttpError(Exception):
 
 def verify_arguments(
     request: object, settings: ServerSettings, where: str = "the request"
-) -> dict[str, Any]:
-    """:func:`verify`'s arguments for one request: its seed, plan and own options (and
-    ``named``: the seed as the request named it).
+) -> tuple[str, dict[str, Any]]:
+    """The seed as one request names it, and :func:`verify`'s arguments for the request:
+    its seed, plan and own options.
 
     :raises HttpError: 400 naming what is wrong (a seed the server does not offer above all).
     """
@@ -222,8 +222,7 @@ def verify_arguments(
         raise HttpError(400, "usage", f"{where}: partial_credit must be true or false")
     if not isinstance(policies, list) or not all(isinstance(p, str) for p in policies):
         raise HttpError(400, "usage", f"{where}: policies must be a list of policy names")
-    return {
-        "named": seed,
+    return seed, {
         "seed": settings.seeds[seed],
         "plan": plan,
         "partial_credit": partial,
@@ -406,9 +405,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._deadline.cancel()
         settings = self.server.settings
         if self.path == "/v1/verify":
-            arguments = verify_arguments(request, settings)
+            named, arguments = verify_arguments(request, settings)
             with self._admitted(1):
-                return self._verdict(arguments, arguments["named"])
+                return self._verdict(named, arguments)
         if not isinstance(request, Mapping) or set(request) != {"items"}:
             raise HttpError(400, "usage", 'a batch must be {"items": [request, ...]}')
         items = request["items"]
@@ -419,7 +418,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise HttpError(400, "usage", f"a batch may hold at most {most} items (jobs + queue)")
         every = [verify_arguments(item, settings, f"item {n}") for n, item in enumerate(items)]
         with self._admitted(len(every)), ThreadPoolExecutor(settings.jobs) as pool:
-            found = pool.map(self._verdict, every, [a["named"] for a in every])
+            found = pool.map(lambda checked: self._verdict(*checked), every)
             return {"verdicts": list(found)}
 
     def _check_token(self) -> None:
@@ -469,11 +468,10 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             admission.leave(count)
 
-    def _verdict(self, arguments: Mapping[str, Any], seed: str) -> dict[str, Any]:
-        given = {key: value for key, value in arguments.items() if key != "named"}
+    def _verdict(self, seed: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         with self.server.admission.slot():
             try:
-                verdict = self.server.judge(**given)
+                verdict = self.server.judge(**arguments)
             except VerifyError as error:
                 raise HttpError(400, "usage", error.message) from None
         return verdict_json(verdict, seed)
