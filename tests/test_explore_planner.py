@@ -527,10 +527,10 @@ def test_an_explored_runs_change_replays_diffs_and_applies_as_any_runs(
     assert "return left + right" in (mine / "calculator.py").read_text()
 
 
-def test_candidates_each_explore_in_a_session_of_their_own(
+def test_parallel_candidates_explore_and_a_passing_change_is_chosen(
     provider: FakeProvider, run_agent: Callable[..., AgentRun]
 ) -> None:
-    # Whichever candidate asks first fixes its own session; any later turn submits.
+    # Whichever candidate asks first fixes its session; any later turn submits.
     provider.reply_bash(FIX)
     provider.reply_bash(FIX)
     provider.reply_calls(("submit", {}))
